@@ -1,0 +1,66 @@
+"""Backend registry: device name -> backend class, imported lazily (each backend imports its heavy
+library only when first used), one instance per device."""
+from __future__ import annotations
+
+import importlib
+import os
+
+from ..errors import BackendUnavailableError, DeviceError
+
+# device -> "module:Class" (relative to this package)
+REGISTRY = {
+    "cpu": "numpy_backend:NumpyBackend",
+    "cuda": "cupy_backend:CupyBackend",
+    "webgpu": "webgpu.backend:WebGPUBackend",
+}
+_instances: dict = {}
+_probes: dict = {}
+
+
+def _backend_class(device):
+    mod, cls = REGISTRY[device].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), cls)
+
+
+def probe(device):
+    """(ok, description-or-reason) for one device; cached; never raises."""
+    if device not in _probes:
+        try:
+            _probes[device] = _backend_class(device).probe()
+        except Exception as e:  # a probe must never crash the caller
+            _probes[device] = (False, f"{type(e).__name__}: {e}")
+    return _probes[device]
+
+
+def available_devices():
+    """Devices usable on this machine, e.g. ["cpu", "webgpu"]."""
+    return [d for d in REGISTRY if probe(d)[0]]
+
+
+def normalize_device(device):
+    if device is None:
+        device = os.environ.get("NUMR_DEVICE") or "cpu"
+    if not isinstance(device, str):
+        device = getattr(device, "device", None) or str(device)
+    name = device.lower().split(":")[0]
+    if name == "gpu":
+        name = "webgpu"
+    if name not in REGISTRY:
+        raise DeviceError(f"unknown device {device!r}; expected one of {list(REGISTRY)}")
+    return name
+
+
+def get_backend(device):
+    """The backend instance for a device name; BackendUnavailableError says why it cannot run."""
+    be = _instances.get(device)
+    if be is None:
+        device = normalize_device(device)
+        be = _instances.get(device)
+        if be is None:
+            ok, why = probe(device)
+            if not ok:
+                raise BackendUnavailableError(
+                    f"device {device!r} is not available here: {why}. "
+                    f"Available devices: {available_devices()}")
+            be = _instances[device] = _backend_class(device)()
+    return be

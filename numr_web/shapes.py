@@ -1,0 +1,144 @@
+"""Shape rules in pure Python: broadcasting, axes, matmul shapes, basic indexing."""
+from __future__ import annotations
+
+from .errors import ShapeError
+
+
+def broadcast_shapes(*shapes):
+    """numpy broadcasting of several shapes; ShapeError names both shapes on mismatch."""
+    out = []
+    for shape in shapes:
+        shape = tuple(shape)
+        if len(shape) > len(out):
+            out = [1] * (len(shape) - len(out)) + out
+        for i, d in enumerate(shape, len(out) - len(shape)):
+            o = out[i]
+            if o == 1:
+                out[i] = d
+            elif d != 1 and d != o:
+                raise ShapeError(
+                    f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+                    f"together: dimension {i - len(out)} is {o} in one and {d} in the other; "
+                    "each dimension must match or be 1")
+    return tuple(out)
+
+
+def normalize_axis(axis, ndim):
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise ShapeError(f"axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ShapeError(f"axis {axis} is out of range for a tensor with {ndim} dimension(s); "
+                         f"expected -{max(ndim, 1)} <= axis < {max(ndim, 1)}")
+    return axis % max(ndim, 1)
+
+
+def normalize_axes(axis, ndim):
+    """None -> all axes; int or sequence -> sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(sorted(normalize_axis(a, ndim) for a in axes))
+    if len(set(out)) != len(out):
+        raise ShapeError(f"repeated axis in {axis!r}")
+    return out
+
+
+def reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def matmul_shapes(a, b, what="matmul"):
+    """Output shape of a @ b for a, b at least 2-D; ShapeError for inner-dimension mismatch."""
+    if a[-1] != b[-2]:
+        raise ShapeError(
+            f"{what}: inner dimensions do not match: a has shape {tuple(a)} (K={a[-1]}) but b has "
+            f"shape {tuple(b)} (K={b[-2]}); a's last dimension must equal b's second-to-last")
+    batch = broadcast_shapes(a[:-2], b[:-2])
+    return batch + (a[-2], b[-1])
+
+
+def check_shape(shape):
+    """Normalise a user shape (int or sequence of non-negative ints) to a tuple."""
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"a shape must be an int or a sequence of ints, got {shape!r}") from None
+    for d in shape:
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            raise ShapeError(f"shape {shape!r} must contain non-negative ints only")
+    return shape
+
+
+def prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def reshape_target(shape, new):
+    """Resolve one -1 in `new`; ShapeError if the sizes differ."""
+    new = list(new)
+    size = prod(shape)
+    if new.count(-1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(new)}")
+    if -1 in new:
+        rest = prod(d for d in new if d != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"cannot reshape a tensor of shape {tuple(shape)} ({size} elements) "
+                             f"into {tuple(new)}")
+        new[new.index(-1)] = size // rest
+    new = check_shape(new)
+    if prod(new) != size:
+        raise ShapeError(f"cannot reshape a tensor of shape {tuple(shape)} ({size} elements) into "
+                         f"{new} ({prod(new)} elements); the number of elements must stay the same")
+    return new
+
+
+def normalize_index(index, shape):
+    """Basic indexing -> (backend index with one int-or-(start, stop, step) per dim, the positions
+    where None adds an axis in the result, result shape)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise ShapeError("an index can only have a single ellipsis ('...')")
+    if n_real > len(shape):
+        raise ShapeError(f"too many indices for a tensor of shape {tuple(shape)}: {n_real} given")
+    expanded = []
+    for i in index:
+        if i is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - n_real))
+        else:
+            expanded.append(i)
+    expanded.extend([slice(None)] * (len(shape) - sum(1 for i in expanded if i is not None)))
+    out_index, out_shape, new_axes, dim = [], [], [], 0
+    for i in expanded:
+        if i is None:
+            new_axes.append(len(out_shape))
+            out_shape.append(1)
+            continue
+        size = shape[dim]
+        if isinstance(i, bool) or not isinstance(i, (int, slice)):
+            if hasattr(i, "__index__") and not isinstance(i, bool):
+                i = i.__index__()
+            else:
+                raise ShapeError(f"only basic indexing (ints, slices, ..., None) is supported, got "
+                                 f"{type(i).__name__}; index with Python ints and slices")
+        if isinstance(i, int):
+            if not -size <= i < size:
+                raise ShapeError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+            out_index.append(i % size)
+        else:
+            start, stop, step = i.indices(size)
+            if step <= 0:
+                raise ShapeError(f"slice step must be positive, got {i.step}")
+            stop = max(stop, start)
+            out_index.append((start, stop, step))
+            out_shape.append(len(range(start, stop, step)))
+        dim += 1
+    return tuple(out_index), tuple(new_axes), tuple(out_shape)

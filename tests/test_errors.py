@@ -1,0 +1,75 @@
+"""Bad input: a typed NumrError whose message names the problem and what is expected."""
+import pytest
+
+import numr_web as nr
+
+
+def T(*a, **k):
+    return nr.tensor(*a, **k)
+
+
+BAD = [
+    ("broadcast", lambda: T([[1.0, 2, 3]]) + T([[1.0, 2]]), nr.ShapeError, "cannot be broadcast"),
+    ("inner_dim", lambda: T([[1.0, 2]]) @ T([[1.0, 2]]), nr.ShapeError, "inner dimensions"),
+    ("fused_inner", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((4, 5)), nr.ones(5)),
+     nr.ShapeError, "inner dimensions"),
+    ("bias_shape", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((3, 5)), nr.ones(4)),
+     nr.ShapeError, r"bias must have shape \(5,\)"),
+    ("bias_rank", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((3, 5)), nr.ones((1, 5))),
+     nr.ShapeError, "bias must have shape"),
+    ("unknown_act", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((3, 5)), None, "swish2"),
+     nr.NumrError, "unknown activation 'swish2'"),
+    ("mixed_dtypes_fused", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((3, 5), dtype="float64")),
+     nr.DTypeError, "one dtype"),
+    ("int_fused", lambda: nr.matmul_bias_activation(nr.ones((2, 3), dtype="int32"), nr.ones((3, 5), dtype="int32")),
+     nr.DTypeError, "floating-point"),
+    ("unknown_dtype", lambda: nr.zeros(3, dtype="float128"), nr.DTypeError, "unknown dtype"),
+    ("unknown_device", lambda: nr.zeros(3, device="tpu"), nr.DeviceError, "unknown device 'tpu'"),
+    ("ragged", lambda: T([[1.0, 2.0], [3.0]]), nr.ShapeError, "ragged"),
+    ("non_numeric", lambda: T([1.0, "a"]), nr.DTypeError, "non-numeric"),
+    ("bad_axis", lambda: nr.ones((2, 3)).sum(axis=2), nr.ShapeError, "out of range"),
+    ("repeated_axis", lambda: nr.ones((2, 3)).sum(axis=(1, -1)), nr.ShapeError, "repeated axis"),
+    ("backward_nonscalar", lambda: (nr.ones(3, requires_grad=True) * 2).backward(), nr.GradientError,
+     "non-scalar"),
+    ("grad_shape", lambda: (nr.ones(3, requires_grad=True) * 2).backward(nr.ones(2)), nr.GradientError,
+     "gradient has shape"),
+    ("int_requires_grad", lambda: nr.tensor([1, 2], requires_grad=True), nr.GradientError,
+     "floating-point"),
+    ("backward_no_graph", lambda: nr.ones(1).backward(), nr.GradientError, "does not require grad"),
+    ("reshape", lambda: nr.ones((2, 3)).reshape(4, 2), nr.ShapeError, "cannot reshape"),
+    ("bad_permute", lambda: nr.ones((2, 3)).permute(0, 0), nr.ShapeError, "not a permutation"),
+    ("bad_expand", lambda: nr.ones((2, 3)).expand(4, 3), nr.ShapeError, "cannot expand"),
+    ("index_oob", lambda: nr.ones((2, 3))[5], nr.ShapeError, "out of bounds"),
+    ("fancy_index", lambda: nr.ones((2, 3))[[0, 1]], nr.ShapeError, "basic indexing"),
+    ("labels_range", lambda: nr.cross_entropy(nr.ones((2, 3)), [0, 3]), nr.ShapeError, r"\[0, 3\)"),
+    ("labels_shape", lambda: nr.cross_entropy(nr.ones((2, 3)), [0]), nr.ShapeError, "labels must have shape"),
+    ("labels_dtype", lambda: nr.cross_entropy(nr.ones((2, 3)), nr.tensor([0.0, 1.0])), nr.DTypeError,
+     "integers"),
+    ("concat_shapes", lambda: nr.concat([nr.ones((2, 3)), nr.ones((3, 3))], axis=1), nr.ShapeError,
+     "differ outside axis"),
+    ("bad_shape_arg", lambda: nr.zeros((2, -1)), nr.ShapeError, "non-negative"),
+    ("gelu_mode", lambda: nr.gelu(nr.ones(2), approximate="fast"), nr.NumrError, "approximate"),
+    ("operand_type", lambda: nr.ones(2) + "x", nr.DTypeError, "unsupported operand"),
+    ("cuda_missing", lambda: nr.zeros(2, device="cuda") if "cuda" not in nr.available_devices()
+     else (_ for _ in ()).throw(nr.BackendUnavailableError("cuda: skip")), nr.BackendUnavailableError, "cuda"),
+]
+
+
+@pytest.mark.parametrize("make,etype,msg", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input(make, etype, msg):
+    with pytest.raises(etype, match=msg):
+        make()
+
+
+def test_errors_are_typed_subclasses():
+    assert issubclass(nr.ShapeError, ValueError) and issubclass(nr.ShapeError, nr.NumrError)
+    assert issubclass(nr.DTypeError, TypeError) and issubclass(nr.DTypeError, nr.NumrError)
+    for e in (nr.DeviceError, nr.BackendUnavailableError, nr.BackendLimitError, nr.GradientError):
+        assert issubclass(e, nr.NumrError)
+
+
+def test_devices_cannot_be_mixed(device):
+    if device == "cpu":
+        pytest.skip("needs a second device")
+    with pytest.raises(nr.DeviceError, match="different devices"):
+        nr.ones(2) + nr.ones(2, device=device)

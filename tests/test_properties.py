@@ -1,0 +1,49 @@
+"""Hypothesis: broadcasting and reductions agree with numpy for arbitrary shapes."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import numr_web as nr
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
+def test_broadcasting_matches_numpy(shapes):
+    sa, sb = shapes.input_shapes
+    a = np.arange(np.prod(sa), dtype=np.float64).reshape(sa) / 7 - 1
+    b = np.arange(np.prod(sb), dtype=np.float64).reshape(sb) / 5 + 0.5
+    ta = nr.tensor(a, dtype="float64", requires_grad=True)
+    tb = nr.tensor(b, dtype="float64", requires_grad=True)
+    out = ta * tb + ta
+    np.testing.assert_allclose(out.numpy(), a * b + a)
+    assert out.shape == shapes.result_shape
+    out.sum().backward()
+    np.testing.assert_allclose(ta.grad.numpy(), np.broadcast_to(b + 1, shapes.result_shape).sum(
+        axis=tuple(range(len(shapes.result_shape) - len(sa)))).reshape(-1, *sa).sum(0)
+        if False else _sum_to(np.broadcast_to(b + 1, shapes.result_shape), sa))
+    np.testing.assert_allclose(tb.grad.numpy(), _sum_to(np.broadcast_to(a, shapes.result_shape), sb))
+
+
+def _sum_to(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for i, d in enumerate(shape):
+        if d == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdims=True)
+    return g
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.array_shapes(min_dims=1, max_dims=4, max_side=4), st.data())
+def test_reductions_match_numpy(shape, data):
+    x = np.random.default_rng(0).normal(size=shape)
+    axes = data.draw(st.one_of(st.none(), st.lists(st.integers(0, len(shape) - 1), unique=True,
+                                                   min_size=1).map(tuple)))
+    keep = data.draw(st.booleans())
+    t = nr.tensor(x, dtype="float64")
+    for op in ("sum", "mean", "max", "min"):
+        got = getattr(t, op)(axis=axes, keepdims=keep).numpy()
+        np.testing.assert_allclose(got, getattr(np, op)(x, axis=axes, keepdims=keep), rtol=1e-12)
+    if axes is not None and len(axes) == 1:
+        np.testing.assert_array_equal(t.argmax(axis=axes[0], keepdims=keep).numpy(),
+                                      np.argmax(x, axis=axes[0], keepdims=keep))
