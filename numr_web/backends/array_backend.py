@@ -125,8 +125,8 @@ class ArrayBackend(Backend):
             return row.fwd(self.xp, z), None
         return row.fwd(self.xp, z), z
 
-    def act_backward(self, act, dy, saved, with_bias_grad):
-        dz = ACT[act].d1(self.xp, dy, saved)
+    def act_backward(self, act, dy, y, z, with_bias_grad):
+        dz = ACT[act].d1(self.xp, dy, y, z)
         dbias = None
         if with_bias_grad:
             dbias = dz.reshape(-1, dz.shape[-1]).sum(axis=0)

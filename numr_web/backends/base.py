@@ -118,8 +118,10 @@ class Backend:
         Returns (y, z): z is the pre-activation when ACT[act].grad_from == "z", else None
         (the derivative is then computed from y)."""
         raise NotImplementedError
-    def act_backward(self, act, dy, saved, with_bias_grad):
-        """dz = dy * act'(...) in one pass; `saved` is z or y per ACT[act].grad_from.
+    def act_backward(self, act, dy, y, z, with_bias_grad):
+        """dz = dy * act'(.) in one pass. y: the forward output; z: the pre-activation when
+        ACT[act].grad_from == "z" (else None). Derivatives use y where the table says so
+        (tanh' = 1 - y²), and gelu reuses Φ(z) = y / z instead of recomputing erf.
         Returns (dz, dbias) where dbias = dz summed over all but the last axis when with_bias_grad,
         else None."""
         raise NotImplementedError

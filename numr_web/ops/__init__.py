@@ -174,9 +174,8 @@ def _activation_vjp(n, g):
     x, name, order = n.args[0], n.attrs["name"], n.attrs["order"]
     if order == 0 and not _state["create_graph"]:
         from ..tensor import Tensor
-        act = ACT[name]
-        saved = n.out_data if act.grad_from == "y" else x._data
-        dz, _ = g._backend.act_backward(name, g._data, saved, False)
+        dz, _ = g._backend.act_backward(name, g._data, n.out_data,
+                                        x._data if ACT[name].grad_from == "z" else None, False)
         return (Tensor._wrap(dz, g.dtype, g.device),)
     if order >= 2:
         raise GradientError(f"third and higher derivatives of activation {name!r} are not "
@@ -271,9 +270,8 @@ def _mba_vjp(n, g):
         dz = g if act.name == "none" else g * activation(z, act.name, 1)
         gbias = sum_to_shape(dz, bias.shape) if bias is not None and bias.requires_grad else None
     else:
-        saved = n.out_data if act.grad_from == "y" else n.extra
         want_db = bias is not None and bias.requires_grad
-        dz_h, db_h = g._backend.act_backward(act.name, g._data, saved, want_db)
+        dz_h, db_h = g._backend.act_backward(act.name, g._data, n.out_data, n.extra, want_db)
         dz = Tensor._wrap(dz_h, g.dtype, g.device)
         gbias = Tensor._wrap(db_h, g.dtype, g.device) if want_db else None
     ga = matmul(dz, b.mT) if a.requires_grad else None

@@ -193,27 +193,47 @@ def _gelu_tanh_dz(xp, z):
     return du
 
 
-# -- dz = dy * act'(s), one pass, s = y or z per grad_from ---------------------------------------------
-def _relu_d1(xp, dy, y):
+# -- dz = dy * act'(.), one pass, from the output y and (grad_from "z") the pre-activation z -----------
+def _relu_d1(xp, dy, y, z):
     return xp.where(y > 0, dy, 0).astype(dy.dtype, copy=False)   # relu'(0) = 0
 
 
-def _sigmoid_d1(xp, dy, y):
+def _sigmoid_d1(xp, dy, y, z):
     d = 1 - y
     d *= y
     d *= dy
     return d
 
 
-def _tanh_d1(xp, dy, y):
+def _tanh_d1(xp, dy, y, z):
     d = xp.multiply(y, y)
     xp.subtract(1, d, out=d)
     d *= dy
     return d
 
 
+def _gelu_d1(xp, dy, y, z):
+    # Φ(z) + z φ(z) with Φ(z) = y / z recovered from the output (to ~1 ulp): no second erf
+    with xp.errstate(divide="ignore", invalid="ignore") if hasattr(xp, "errstate") else _null():
+        cdf = xp.divide(y, z)
+    cdf = xp.where(xp.abs(z) > 1e-30, cdf, 0.5).astype(z.dtype, copy=False)
+    d = _phi_pdf(xp, z)
+    d *= z
+    d += cdf
+    d *= dy
+    return d
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
 def _from_z(dz_fn):
-    def d1(xp, dy, z):
+    def d1(xp, dy, y, z):
         d = dz_fn(xp, z)
         d *= dy
         return d
@@ -268,12 +288,12 @@ class Act:
 
 ACT = {a.name: a for a in (
     #   name        code grad_from fwd (may overwrite z)        dz=dy*act'          act'(z)        act''(z)
-    Act("none",      0, "y", lambda xp, z: z,                  lambda xp, dy, s: dy, _ones,        _zeros),
+    Act("none",      0, "y", lambda xp, z: z,                  lambda xp, dy, y, z: dy, _ones,        _zeros),
     Act("relu",      1, "y", _relu_fwd,                         _relu_d1,            _relu_dz,      _zeros, smooth=False),
     Act("sigmoid",   2, "y", lambda xp, z: _sigmoid(xp, z, z),  _sigmoid_d1,         _sigmoid_dz,   _sigmoid_d2),
     Act("tanh",      3, "y", lambda xp, z: xp.tanh(z, out=z),   _tanh_d1,            _tanh_dz,      _tanh_d2),
     Act("silu",      4, "z", _silu_fwd,                         _from_z(_silu_dz),   _silu_dz,      _silu_d2),
-    Act("gelu",      5, "z", _gelu_fwd,                         _from_z(_gelu_dz),   _gelu_dz,      _gelu_d2),
+    Act("gelu",      5, "z", _gelu_fwd,                         _gelu_d1,            _gelu_dz,      _gelu_d2),
     Act("gelu_tanh", 6, "z", _gelu_tanh_fwd,                    _from_z(_gelu_tanh_dz), _gelu_tanh_dz, _gelu_tanh_d2),
 )}
 

@@ -1,0 +1,112 @@
+"""GPUAdapter over wgpu-py (wgpu-native: Vulkan, Metal, DX12, GL). The only module importing wgpu."""
+from __future__ import annotations
+
+import re
+
+from ...errors import BackendUnavailableError, KernelError
+from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter
+
+
+def _snake(name):
+    return re.sub(r"([A-Z])", lambda m: "-" + m.group(1).lower(), name)
+
+
+class NativeAdapter(GPUAdapter):
+    def __init__(self, power_preference="high-performance"):
+        try:
+            import wgpu
+        except ImportError as e:
+            raise BackendUnavailableError(
+                "wgpu is not installed (pip install 'numr-web[wgpu]')") from e
+        self._wgpu = wgpu
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+        except Exception as e:
+            raise BackendUnavailableError(f"no WebGPU adapter: {type(e).__name__}: {e}") from e
+        if adapter is None:
+            raise BackendUnavailableError("no WebGPU adapter found (no Vulkan/Metal/DX12 driver?)")
+        alim = adapter.limits
+        required = {}
+        for name in WANTED_LIMITS:
+            key = _snake(name)
+            if key in alim and alim[key] is not None:
+                required[key] = alim[key]
+        feats = [f for f in WANTED_FEATURES if f in adapter.features]
+        try:
+            self.device = adapter.request_device_sync(required_features=feats,
+                                                      required_limits=required)
+        except Exception as e:
+            raise BackendUnavailableError(f"could not create a WebGPU device: {e}") from e
+        self.adapter = adapter
+        info = adapter.info
+        self.name = info.get("device") or info.get("description") or "?"
+        self.backend = info.get("backend_type", "?")
+        self.adapter_type = info.get("adapter_type", "?")
+        dlim = self.device.limits
+        self.limits = {n: dlim.get(_snake(n), alim.get(_snake(n))) for n in WANTED_LIMITS}
+        self.features = frozenset(f for f in feats if f in self.device.features)
+        self._queue = self.device.queue
+        U = wgpu.BufferUsage
+        self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
+                       "uniform": U.UNIFORM | U.COPY_DST}
+
+    def info(self):
+        d = super().info()
+        d["adapter_type"] = self.adapter_type
+        d["library"] = f"wgpu-py {self._wgpu.__version__}"
+        return d
+
+    # -- buffers -------------------------------------------------------------------------------------
+    def create_buffer(self, size, usage):
+        try:
+            return self.device.create_buffer(size=size, usage=self._usage[usage])
+        except Exception as e:
+            raise KernelError(f"create_buffer({size} bytes, {usage}) failed: {e}") from e
+
+    def destroy_buffer(self, buffer):
+        buffer.destroy()
+
+    def write_buffer(self, buffer, offset, data):
+        self._queue.write_buffer(buffer, offset, data)
+
+    def read_buffer(self, buffer, offset, size):
+        try:
+            return bytes(self._queue.read_buffer(buffer, offset, size))
+        except Exception as e:
+            raise KernelError(f"reading back a buffer failed (device lost?): "
+                              f"{type(e).__name__}: {e}") from e
+
+    # -- pipelines and work ------------------------------------------------------------------------
+    def create_pipeline(self, label, code, entry_point, constants):
+        try:
+            module = self.device.create_shader_module(label=label, code=code)
+            pipe = self.device.create_compute_pipeline(
+                label=label, layout="auto",
+                compute={"module": module, "entry_point": entry_point,
+                         "constants": {k: float(v) for k, v in constants.items()}})
+            layout = pipe.get_bind_group_layout(0)
+        except Exception as e:
+            raise KernelError(f"kernel {label!r} failed to compile: {type(e).__name__}: {e}") from e
+        return (pipe, layout)
+
+    def submit(self, dispatches):
+        dev = self.device
+        label = "?"
+        try:
+            enc = dev.create_command_encoder()
+            cp = enc.begin_compute_pass()
+            for d in dispatches:
+                label = d.label
+                pipe, layout = d.pipeline
+                bg = dev.create_bind_group(layout=layout, entries=[
+                    {"binding": b.index,
+                     "resource": {"buffer": b.buffer, "offset": b.offset, "size": b.size}}
+                    for b in d.bindings])
+                cp.set_pipeline(pipe)
+                cp.set_bind_group(0, bg)
+                cp.dispatch_workgroups(*d.groups)
+            cp.end()
+            label = "submit"
+            self._queue.submit([enc.finish()])
+        except Exception as e:
+            raise KernelError(f"kernel {label!r} failed: {type(e).__name__}: {e}") from e

@@ -1,0 +1,85 @@
+"""GPU memory: a pool of buffers by size class, returned to the pool when no handle uses them.
+
+`Storage` owns one adapter buffer; every view (GPUArray) of it holds a reference, and a
+weakref.finalize puts the buffer back into the free list of its size class when the last view dies.
+
+Hazard handled here: GPUQueue.writeBuffer is ordered before *unsubmitted* command buffers, so a
+buffer released while still referenced by recorded-but-unsubmitted dispatches must not be handed to
+an upload (`alloc(..., upload=True)`) before the next submit. Kernel outputs may reuse it at once
+(dispatches execute in recording order).
+"""
+from __future__ import annotations
+
+import weakref
+
+from ...errors import BackendLimitError
+
+MIN_BYTES = 256
+
+
+def size_class(nbytes):
+    """Round up to 4 classes per power of two (<= 25% waste), at least 256 bytes."""
+    n = max(int(nbytes), MIN_BYTES)
+    top = 1 << (n - 1).bit_length()          # next power of two >= n
+    step = max(top // 8, MIN_BYTES)          # classes: top/2 + k*top/8
+    return -(-n // step) * step
+
+
+class Storage:
+    __slots__ = ("raw", "nbytes", "__weakref__")
+
+    def __init__(self, raw, nbytes):
+        self.raw, self.nbytes = raw, nbytes
+
+
+class BufferPool:
+    def __init__(self, adapter, max_buffer_size, has_pending=lambda: False):
+        self.adapter = adapter
+        self.max_buffer_size = max_buffer_size
+        self.has_pending = has_pending
+        self.free: dict = {}         # size class -> [(raw, submit count at release)]
+        self.submits = 0             # bumped by the backend after every queue submit
+        self.created = 0             # buffers ever created (stable once a workload warms up)
+        self.live = 0                # buffers held by Storage objects
+        self.bytes_total = 0         # bytes of all buffers the pool owns (live + free)
+
+    def alloc(self, nbytes, upload=False):
+        cls = size_class(nbytes)
+        if cls > self.max_buffer_size:
+            raise BackendLimitError(
+                f"a tensor of {nbytes} bytes exceeds the adapter's maxBufferSize "
+                f"({self.max_buffer_size} bytes)")
+        raw = None
+        lst = self.free.get(cls)
+        if lst:
+            if not upload or not self.has_pending():
+                raw = lst.pop()[0]
+            else:
+                for i in range(len(lst) - 1, -1, -1):
+                    if lst[i][1] < self.submits:
+                        raw = lst.pop(i)[0]
+                        break
+        if raw is None:
+            raw = self.adapter.create_buffer(cls, "storage")
+            self.created += 1
+            self.bytes_total += cls
+        st = Storage(raw, cls)
+        self.live += 1
+        weakref.finalize(st, self._release, raw, cls)
+        return st
+
+    def _release(self, raw, cls):
+        self.live -= 1
+        self.free.setdefault(cls, []).append((raw, self.submits))
+
+    def trim(self):
+        """Destroy every free buffer (gives the memory back to the driver)."""
+        for cls, lst in self.free.items():
+            for raw, _ in lst:
+                self.adapter.destroy_buffer(raw)
+                self.bytes_total -= cls
+        self.free.clear()
+
+    def stats(self):
+        return {"created": self.created, "live": self.live,
+                "free": sum(len(v) for v in self.free.values()), "bytes": self.bytes_total}

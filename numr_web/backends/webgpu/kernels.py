@@ -1,0 +1,97 @@
+"""Load the WGSL library, specialise it per dtype, and cache one pipeline per
+(kernel file, entry point, dtype(s), override constants).
+
+A module's source is the concatenation of files from shaders/ (no WGSL lives in Python):
+    [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl  common.wgsl  act.wgsl  <kernel>.wgsl
+dtype_<S> defines the element type S and compute type C of the tensors, out_<SO> the output type of
+converting kernels (astype). Variants inside a module (operation, activation, flags) are WGSL
+`override` constants, so the driver folds the switches away and no source is templated.
+
+Shaders are read with importlib.resources from numr_web/shaders (where the wheel puts them); in a
+source checkout the repository's top-level shaders/ is used.
+"""
+from __future__ import annotations
+
+import os
+
+from ...errors import KernelError
+
+_HEADER = ("common.wgsl", "act.wgsl")
+_text_cache: dict = {}
+
+
+def shader_dir():
+    """A Traversable / path of the directory holding the *.wgsl files."""
+    try:
+        from importlib.resources import files
+        d = files("numr_web") / "shaders"
+        if d.is_dir():
+            return d
+    except Exception:  # pragma: no cover - zip imports without resources
+        pass
+    from pathlib import Path
+    here = Path(__file__).resolve()
+    d = here.parents[3] / "shaders"
+    if d.is_dir():
+        return d
+    env = os.environ.get("NUMR_SHADER_DIR")
+    if env:
+        return Path(env)
+    raise KernelError("cannot find the WGSL shaders (numr_web/shaders in the wheel, or shaders/ "
+                      "next to the numr_web package in a source checkout)")
+
+
+def load(name):
+    """The text of one shader file (cached)."""
+    t = _text_cache.get(name)
+    if t is None:
+        try:
+            t = (shader_dir() / name).read_text(encoding="utf-8")
+        except (OSError, FileNotFoundError) as e:
+            raise KernelError(f"shader file {name!r} not found: {e}") from e
+        _text_cache[name] = t
+    return t
+
+
+def module_source(kernel_file, dtype, out_dtype=None):
+    out_dtype = out_dtype or dtype
+    parts = []
+    if "float16" in (dtype.name, out_dtype.name):
+        parts.append(load("enable_f16.wgsl"))
+    parts.append(load(f"dtype_{dtype.name}.wgsl"))
+    parts.append(load(f"out_{out_dtype.name}.wgsl"))
+    parts.extend(load(h) for h in _HEADER)
+    parts.append(load(kernel_file))
+    return "\n".join(parts)
+
+
+class KernelCache:
+    """One compiled pipeline per (file, entry, dtype, out dtype, constants)."""
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+        self._pipes: dict = {}
+        self._sources: dict = {}
+
+    def __len__(self):
+        return len(self._pipes)
+
+    def pipeline(self, kernel_file, entry, dtype, out_dtype=None, constants=None):
+        consts = tuple(sorted((constants or {}).items()))
+        key = (kernel_file, entry, dtype.name, out_dtype.name if out_dtype else None, consts)
+        p = self._pipes.get(key)
+        if p is None:
+            skey = key[:1] + key[2:4]
+            src = self._sources.get(skey)
+            if src is None:
+                src = self._sources[skey] = module_source(kernel_file, dtype, out_dtype)
+            label = f"{kernel_file[:-5]}.{entry}[{dtype.name}" + \
+                (f"->{out_dtype.name}" if out_dtype else "") + \
+                "".join(f",{k}={int(v)}" for k, v in consts) + "]"
+            p = self._pipes[key] = self.adapter.create_pipeline(
+                label, src, entry, {k: int(v) for k, v in consts})
+        return p
+
+    def compile_source(self, label, code, entry, constants=None):
+        """Compile arbitrary WGSL (used by tests to check that errors are typed)."""
+        return self.adapter.create_pipeline(label, code, entry, constants or {})
