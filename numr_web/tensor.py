@@ -12,16 +12,17 @@ from .errors import DeviceError, DTypeError, GradientError, NumrError, ShapeErro
 
 
 class Tensor:
-    __slots__ = ("_data", "dtype", "device", "_backend", "requires_grad", "grad", "grad_fn",
-                 "__weakref__")
+    # no __slots__: instance dicts with class-level defaults make creation cheaper (per-op overhead)
+    _requires_grad = False
+    _grad = None
+    grad_fn = None
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to our operators
 
     @classmethod
-    def _wrap(cls, data, dtype, device):
-        t = cls.__new__(cls)
+    def _wrap(cls, data, dtype, device, backend=None):
+        t = object.__new__(cls)
         t._data, t.dtype, t.device = data, dtype, device
-        t._backend = get_backend(device)
-        t.requires_grad, t.grad, t.grad_fn = False, None, None
+        t._backend = backend or get_backend(device)
         return t
 
     def __init__(self, *args, **kwargs):
@@ -49,13 +50,26 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
-    def __setattr__(self, name, value):
-        if name == "requires_grad" and value and not self.dtype.is_floating:
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and not self.dtype.is_floating:
             raise GradientError(f"only floating-point tensors can require gradients; this tensor "
                                 f"is {self.dtype.name}. Convert it with .astype('float32') first")
-        if name == "grad" and value is not None and not isinstance(value, Tensor):
+        self._requires_grad = bool(value)
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
             raise GradientError("t.grad must be a Tensor or None")
-        object.__setattr__(self, name, value)
+        self._grad = value
 
     def requires_grad_(self, flag=True):
         self.requires_grad = flag
@@ -509,6 +523,7 @@ def from_dlpack(x):
 
 
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined first)
+_ops.Tensor = Tensor
 
 
 def _to_device_vjp(n, g):

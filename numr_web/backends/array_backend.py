@@ -69,7 +69,7 @@ class ArrayBackend(Backend):
         xp = self.xp
         # keep a Python scalar from changing the dtype (numpy 2 already treats it as weak)
         out = self._binary[op](a, b)
-        if not isinstance(out, xp.ndarray):
+        if type(out) is not xp.ndarray:      # 0-d inputs give numpy scalars
             out = xp.asarray(out)
         return out
 

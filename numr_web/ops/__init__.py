@@ -36,16 +36,19 @@ def register(name, forward, vjp, ref, save_out=False, backward_name=None):
     return OPS[name]
 
 
+Tensor = None  # set by numr_web.tensor once the class exists (the two modules need each other)
+
+
 def apply(op, /, *args, **attrs):
     """Run op.forward on the args' backend handles; record a Node when a gradient is needed."""
-    from ..tensor import Tensor
-    be = args[0]._backend
+    x0 = args[0]
+    be = x0._backend
     out, extra = op.forward(be, *[a._data for a in args], **attrs)
-    t = Tensor._wrap(out, be.dtype_of(out), args[0].device)
+    t = Tensor._wrap(out, be.dtype_of(out), x0.device, be)
     if op.vjp is not None and _state["enabled"]:
         for a in args:
-            if a.requires_grad:
-                t.requires_grad = True
+            if a._requires_grad:
+                t._requires_grad = True
                 t.grad_fn = Node(op, args, out if op.save_out else None, extra, attrs, t.dtype)
                 break
     return t
@@ -66,7 +69,6 @@ def sum_to_shape(g, shape):
 
 
 def _is_tensor(x):
-    from ..tensor import Tensor
     return isinstance(x, Tensor)
 
 
@@ -363,17 +365,21 @@ ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 
 def binary(name, a, b):
     """Elementwise binary op with broadcasting, dtype promotion and Python scalars."""
-    from ..tensor import Tensor
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if a.device != b.device:
             _check_same_device(a, b)
         if a.dtype is not b.dtype:
             d = dt.promote(a.dtype, b.dtype)
             a, b = a.astype(d), b.astype(d)
-        if name in ARITH:
+        if name in ARITH and a.dtype.kind != "f":
             a, b = _arith_dtype(name, a), _arith_dtype(name, b)
-        if a.shape != b.shape:
-            sh.broadcast_shapes(a.shape, b.shape)
+        sa, sb = a._data.shape, b._data.shape
+        if sa != sb:
+            sh.broadcast_shapes(sa, sb)
+        if not (a._requires_grad or b._requires_grad) or not _state["enabled"]:
+            be = a._backend      # fast path: nothing to record, skip the Op machinery
+            out = be.binary(name, a._data, b._data)
+            return Tensor._wrap(out, a.dtype if name in ARITH else dt.bool_, a.device, be)
         return apply(OPS[name], a, b)
     reverse = not isinstance(a, Tensor)
     t, s = (b, a) if reverse else (a, b)
@@ -444,8 +450,9 @@ def minimum(a, b): return binary("minimum", a, b)
 
 def activation(x, name, order=0):
     """act^(order)(x) for an ACT row: order 0 the activation, 1 and 2 its derivatives."""
-    get_act(name)
-    if not x.dtype.is_floating:
+    if name not in ACT:
+        get_act(name)
+    if x.dtype.kind != "f":
         x = x.astype(dt.default_float)
     return apply(OPS["activation"], x, name=name, order=order)
 
