@@ -156,10 +156,6 @@ class Tensor:
     def detach(self):
         return Tensor._wrap(self._data, self.dtype, self.device)
 
-    def contiguous(self):
-        return Tensor._wrap(self._backend.contiguous(self._data), self.dtype, self.device) \
-            if not self.requires_grad else self
-
     # -- autograd ----------------------------------------------------------------------------------
     def backward(self, grad=None, create_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's .grad."""
@@ -435,7 +431,11 @@ def _convert(host, src, dst):
             buf = struct.pack(f"<{len(flat)}e", *flat)
         else:
             code = {"?": "b"}.get(dst.typecode, dst.typecode)
-            buf = _array.array(code, flat) if code != "b" else bytes(bytearray(flat))
+            try:
+                buf = _array.array(code, flat) if code != "b" else bytes(bytearray(flat))
+            except OverflowError:
+                raise DTypeError(f"values do not fit {dst.name} (int32 holds -2**31..2**31-1); "
+                                 "pass dtype='float64' or smaller numbers") from None
         return HostArray(buf, shape, dst)
     if isinstance(host, HostArray):
         if src is dst:
@@ -445,6 +445,10 @@ def _convert(host, src, dst):
     # numpy / cupy array
     if src is dst and host.dtype.kind != "u" and host.dtype.itemsize == dst.itemsize:
         return host
+    if dst is dt.int32 and host.dtype.kind in "iu" and host.size and (
+            host.min() < -2**31 or host.max() >= 2**31):
+        raise DTypeError(f"integer values in [{int(host.min())}, {int(host.max())}] do not fit "
+                         "int32, the widest integer dtype; convert them to float64 first")
     return host.astype({"bool": "bool"}.get(dst.name, dst.name))
 
 

@@ -81,7 +81,7 @@ class ArrayBackend(Backend):
     def activation(self, name, z, order=0):
         act = ACT[name]
         if order == 0:
-            return act.fwd(self.xp, z.copy())
+            return act.fwd(self.xp, z.copy()).astype(z.dtype, copy=False)
         return (act.dz if order == 1 else act.d2)(self.xp, z).astype(z.dtype, copy=False)
 
     # -- reductions --------------------------------------------------------------------------------
@@ -121,12 +121,11 @@ class ArrayBackend(Backend):
         if bias is not None:
             z += bias
         row = ACT[act]
-        if row.grad_from == "y":
-            return row.fwd(self.xp, z), None
-        return row.fwd(self.xp, z), z
+        y = row.fwd(self.xp, z).astype(z.dtype, copy=False)
+        return y, (z if row.grad_from == "z" else None)
 
     def act_backward(self, act, dy, y, z, with_bias_grad):
-        dz = ACT[act].d1(self.xp, dy, y, z)
+        dz = ACT[act].d1(self.xp, dy, y, z).astype(dy.dtype, copy=False)
         dbias = None
         if with_bias_grad:
             dbias = dz.reshape(-1, dz.shape[-1]).sum(axis=0)

@@ -37,9 +37,9 @@ def erf(xp, x):
         return _erf_f64(xp, x)
     try:  # scipy is optional; never required
         from scipy.special import erf as _scipy_erf
-        return _scipy_erf(x)
     except ImportError:
         return _erf_series(xp, x)
+    return _scipy_erf(x).astype(x.dtype, copy=False)
 
 
 _erf_ufunc = None
