@@ -9,6 +9,7 @@ import numr_web as nr
 from numr_web.ops import OPS
 from numr_web.ops.activations import ACT
 
+from conftest import fdtype
 from helpers import check_op
 
 rng = np.random.default_rng(0)
@@ -140,16 +141,17 @@ def test_activation_table_is_complete():
 def test_comparisons(device, op, npop):
     a = np.array([[-1.0, 0.0, 1.0], [2.0, 2.0, -3.0]])
     b = np.array([0.0, 0.0, 2.0])
-    out = nr.ops.binary(op, nr.tensor(a, device=device), nr.tensor(b, device=device))
+    ta, tb = nr.tensor(a, dtype=fdtype(device), device=device), nr.tensor(b, dtype=fdtype(device), device=device)
+    out = nr.ops.binary(op, ta, tb)
     assert out.dtype == nr.bool_
     np.testing.assert_array_equal(out.numpy(), npop(a, b))
-    out = nr.ops.binary(op, nr.tensor(a, device=device), 1.0)
+    out = nr.ops.binary(op, ta, 1.0)
     np.testing.assert_array_equal(out.numpy(), npop(a, 1.0))
 
 
 def test_argmax_one_hot(device):
     a = np.array([[1.0, 5.0, 5.0], [7.0, -1.0, 0.0]])
-    t = nr.tensor(a, device=device)
+    t = nr.tensor(a, dtype=fdtype(device), device=device)
     assert t.argmax(axis=1).tolist() == [1, 0]
     assert t.argmax(axis=0, keepdims=True).tolist() == [[1, 0, 0]]
     assert t.argmax().item() == 3
