@@ -97,7 +97,9 @@ def main(argv=None):
     b.add_argument("rest", nargs=argparse.REMAINDER)
     s = sub.add_parser("serve", help="build and serve the web app on 127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--no-browser", action="store_true")
+    s.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    s.add_argument("--rebuild", action="store_true", help="rebuild the wheel and the app first")
+    s.add_argument("--quiet", action="store_true", help="no request log")
     args = p.parse_args(argv)
     from .errors import NumrError
     try:

@@ -1,0 +1,380 @@
+"""The cuda device side by side with PyTorch on the same GPU, in one run:
+
+  1. Linear + bias + GELU forward + backward, M x K x N = 8192 x 4096 x 4096 float32 (TF32 off in
+     both): numr (cuBLAS through CuPy + our fused epilogue / activation-backward kernels) against
+     torch (F.linear + F.gelu + autograd.grad); plus the bare three cuBLAS GEMMs as the floor;
+  2. fused activation-backward effective bandwidth at 2^28 elements (bytes: dy + saved read, dz
+     written), variants of vector width / vectors per thread / streaming hints, the fused bias
+     gradient, against torch's gelu_backward and a device-to-device copy (the ceiling);
+  3. per-op overhead on small tensors, numr eager against torch eager (ratio).
+
+CUDA events, warm-ups, medians. Results: JSON + a markdown section (--out DIR).
+
+    PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+# this file is named cuda.py: drop its folder from sys.path, or `import cuda.pathfinder` (inside
+# cupy and torch) would find this script instead of the cuda namespace package
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.modules.pop("cuda", None)
+sys.path.insert(0, os.path.dirname(_HERE))
+
+import cupy as cp  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import numr_web as nr  # noqa: E402
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def cp_time(fn, reps=20, warmup=3):
+    """Median ms of fn() between CUDA events on the current (CuPy) stream."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(s, e))
+    return statistics.median(ts), ts
+
+
+def th_time(fn, reps=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    return statistics.median(ts), ts
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+
+
+def bench_linear(be, M, K, N, rounds, reps, res):
+    rng = cp.random.default_rng(0)
+    x = rng.standard_normal((M, K), dtype=cp.float32)
+    w = rng.standard_normal((K, N), dtype=cp.float32) * (1 / K ** 0.5)
+    bias = rng.standard_normal(N, dtype=cp.float32)
+    dy = rng.standard_normal((M, N), dtype=cp.float32)
+    # numr
+    xa = nr.from_dlpack(x).detach()
+    xa.requires_grad = True
+    wa = nr.from_dlpack(w).detach()
+    wa.requires_grad = True
+    ba = nr.from_dlpack(bias).detach()
+    ba.requires_grad = True
+    dyt = nr.from_dlpack(dy)
+
+    def ours():
+        y = nr.matmul_bias_activation(xa, wa, ba, activation="gelu")
+        return y, nr.grad([y], [xa, wa, ba], grad_outputs=[dyt])
+
+    def ours_fwd():
+        with nr.no_grad():
+            return nr.matmul_bias_activation(xa, wa, ba, activation="gelu")
+
+    # torch, nn.Linear layout (weight N x K), same numbers
+    tx = torch.from_dlpack(x).clone().requires_grad_(True)
+    tw = torch.from_dlpack(w).t().contiguous().requires_grad_(True)
+    tb = torch.from_dlpack(bias).clone().requires_grad_(True)
+    tdy = torch.from_dlpack(dy)
+
+    def theirs():
+        y = F.gelu(F.linear(tx, tw, tb))
+        return y, torch.autograd.grad(y, [tx, tw, tb], tdy)
+
+    def theirs_fwd():
+        with torch.no_grad():
+            return F.gelu(F.linear(tx, tw, tb))
+
+    # correctness first (same function): forward and the three gradients
+    y, (ga, gb, gbias) = ours()
+    ty, (tgx, tgw, tgb) = theirs()
+    res["linear_check"] = {
+        "y_rel": rel(y.numpy(), ty.detach().cpu().numpy()),
+        "dx_rel": rel(ga.numpy(), tgx.cpu().numpy()),
+        "dw_rel": rel(gb.numpy(), tgw.t().cpu().numpy()),
+        "dbias_rel": rel(gbias.numpy(), tgb.cpu().numpy())}
+    del y, ga, gb, gbias, ty, tgx, tgw, tgb
+
+    # bare cuBLAS floor: the three GEMMs alone
+    zbuf = cp.matmul(x, w)
+
+    def gemms():
+        cp.matmul(x, w)
+        cp.matmul(zbuf, w.T)
+        cp.matmul(x.T, zbuf)
+
+    ours_ms, theirs_ms, gemm_ms, torch_gemm_ms, ofwd, tfwd = [], [], [], [], [], []
+    tz = torch.from_dlpack(zbuf)
+    tww = torch.from_dlpack(w)
+
+    def tgemms():
+        torch.matmul(tx.detach(), tww)
+        torch.matmul(tz, tww.t())
+        torch.matmul(tx.detach().t(), tz)
+
+    for r in range(rounds):           # interleaved rounds, alternating who goes first
+        if r % 2:
+            theirs_ms += th_time(theirs, reps)[1]
+            ours_ms += cp_time(ours, reps)[1]
+        else:
+            ours_ms += cp_time(ours, reps)[1]
+            theirs_ms += th_time(theirs, reps)[1]
+        gemm_ms += cp_time(gemms, reps)[1]
+        torch_gemm_ms += th_time(tgemms, reps)[1]
+        ofwd += cp_time(ours_fwd, reps)[1]
+        tfwd += th_time(theirs_fwd, reps)[1]
+    flops = 3 * 2 * M * K * N
+    med = statistics.median
+    res["linear"] = {
+        "shape": [M, K, N], "dtype": "float32", "tf32": be.tf32,
+        "numr_ms": med(ours_ms), "torch_ms": med(theirs_ms), "ratio": med(ours_ms) / med(theirs_ms),
+        "numr_tflops": flops / med(ours_ms) / 1e9, "torch_tflops": flops / med(theirs_ms) / 1e9,
+        "cupy_3gemm_ms": med(gemm_ms), "torch_3gemm_ms": med(torch_gemm_ms),
+        "numr_fwd_ms": med(ofwd), "torch_fwd_ms": med(tfwd),
+        "numr_min_ms": min(ours_ms), "torch_min_ms": min(theirs_ms), "samples": len(ours_ms)}
+    # TF32 opt-in, both sides (informational)
+    be.tf32, torch.backends.cuda.matmul.allow_tf32 = True, True
+    o32, t32 = [], []
+    for _ in range(2):
+        o32 += cp_time(ours, reps)[1]
+        t32 += th_time(theirs, reps)[1]
+    be.tf32, torch.backends.cuda.matmul.allow_tf32 = False, False
+    res["linear"].update({"numr_tf32_ms": med(o32), "torch_tf32_ms": med(t32)})
+    del xa, wa, ba, dyt, tx, tw, tb, tdy, zbuf, tz, tww
+    cp.get_default_memory_pool().free_all_blocks()
+    torch.cuda.empty_cache()
+
+
+def bench_bandwidth(be, n, reps, res):
+    rows, cols = n // 4096, 4096
+    rng = cp.random.default_rng(1)
+    dy = rng.standard_normal((rows, cols), dtype=cp.float32)
+    z = rng.standard_normal((rows, cols), dtype=cp.float32) * 3
+    nbytes = 3 * 4 * n
+    out = {}
+    # ceiling: device copy (read + write)
+    dst = cp.empty_like(dy)
+    ms, _ = cp_time(lambda: dst.__setitem__(Ellipsis, dy), reps)
+    out["copy_cupy"] = {"ms": ms, "TBps": 2 * 4 * n / ms / 1e9}
+    tdy, tz = torch.from_dlpack(dy), torch.from_dlpack(z)
+    tdst = torch.empty_like(tdy)
+    ms, _ = th_time(lambda: tdst.copy_(tdy), reps)
+    out["copy_torch"] = {"ms": ms, "TBps": 2 * 4 * n / ms / 1e9}
+    ms, _ = th_time(lambda: torch.ops.aten.gelu_backward(tdy, tz), reps)
+    out["torch_gelu_backward"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
+    ref = torch.ops.aten.gelu_backward(tdy, tz)
+    del tdst
+    # our fused kernel, variants: (vector bytes, vectors per thread, streaming hints)
+    saved = (be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm)
+    for vb, u, cs in [(16, 1, False), (16, 2, False), (16, 4, False), (16, 8, False), (16, 4, True),
+                      (32, 1, False), (32, 2, False), (32, 4, False)]:
+        be.vec_bytes, be.unroll, be.streaming = vb, u, cs
+        key = f"numr_ew_v{vb}B_u{u}{'_cs' if cs else ''}"
+        try:
+            dz, _ = be.act_backward("gelu", dy, None, z, False)
+            err = float(cp.abs(dz - cp.from_dlpack(ref)).max())
+            del dz
+            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, False), reps)
+            out[key] = {"ms": ms, "TBps": nbytes / ms / 1e9, "max_abs_diff_vs_torch": err}
+        except Exception as e:  # a variant that fails to build is reported, not fatal
+            out[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    # with the bias gradient: fused partial sums (U 1/2/4) vs a separate cupy column sum
+    for u, bps in [(2, 0), (4, 0), (8, 0), (2, 8), (4, 8), (8, 8), (4, 16)]:
+        be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = 16, u, False, "fused", bps
+        key = f"numr_dbias_fused_u{u}_" + (f"{bps}blocks_per_sm" if bps else "one_wave")
+        try:
+            _, db = be.act_backward("gelu", dy, None, z, True)
+            err = float(cp.abs(db - cp.from_dlpack(ref).sum(0)).max() / cp.abs(cp.from_dlpack(ref)).sum(0).max())
+            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, True), reps)
+            out[key] = {"ms": ms, "TBps": nbytes / ms / 1e9, "db_rel_err": err}
+        except Exception as e:
+            out[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    res["resident_blocks"] = {str(k): v for k, v in be._resident.items()}
+    be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = 16, saved[1], saved[2], "sum", 0
+    ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, True), reps)
+    out["numr_dbias_ew_plus_cupy_sum"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
+    ms, _ = th_time(lambda: (torch.ops.aten.gelu_backward(tdy, tz).sum(0)), reps)
+    out["torch_gelu_backward_plus_sum"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
+    be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = saved
+    # forward epilogue (bias + gelu, z kept): reads z, writes z and y
+    bias = rng.standard_normal(cols, dtype=cp.float32)
+    zz = z.copy()
+    yy = cp.empty_like(zz)
+    saved_u = be.epilogue_unroll
+    for u in (1, 2, 4, 8):
+        be.epilogue_unroll = u
+        ms, _ = cp_time(lambda: be._bias_act(zz, bias, yy, "gelu"), reps)
+        out[f"numr_bias_gelu_epilogue_u{u}"] = {"ms": ms, "TBps": 3 * 4 * n / ms / 1e9}
+    be.epilogue_unroll = saved_u
+    ms, _ = th_time(lambda: F.gelu(tz + torch.from_dlpack(bias)), reps)
+    out["torch_bias_add_then_gelu"] = {"ms": ms, "TBps": 3 * 4 * n / ms / 1e9, "note": "2 kernels, 4 passes"}
+    res["bandwidth"] = {"elements": n, "shape": [rows, cols], "bytes_counted": nbytes, **out}
+    del dy, z, tdy, tz, ref, dst, zz
+    cp.get_default_memory_pool().free_all_blocks()
+    torch.cuda.empty_cache()
+
+
+def bench_overhead(iters, res):
+    rng = np.random.default_rng(2)
+    a_np, b_np = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+    w_np, bias_np = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    a, b = nr.tensor(a_np, device="cuda"), nr.tensor(b_np, device="cuda")
+    w, bias = nr.tensor(w_np, device="cuda"), nr.tensor(bias_np, device="cuda")
+    ta, tb = torch.tensor(a_np, device="cuda"), torch.tensor(b_np, device="cuda")
+    tw, tbias = torch.tensor(w_np.T.copy(), device="cuda"), torch.tensor(bias_np, device="cuda")
+    ca, cb = cp.asarray(a_np), cp.asarray(b_np)
+
+    def per_op(fn, sync):
+        for _ in range(50):
+            fn()
+        sync()
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sync()
+            ts.append((time.perf_counter() - t0) / iters * 1e6)
+        return statistics.median(ts)
+
+    cs, ts_ = cp.cuda.Device().synchronize, torch.cuda.synchronize
+    out = {}
+    cases = {
+        "add": (lambda: a + b, lambda: ta + tb, lambda: ca + cb),
+        "mul_scalar": (lambda: a * 2.0, lambda: ta * 2.0, lambda: ca * 2.0),
+        "gelu": (lambda: nr.gelu(a), lambda: F.gelu(ta), None),
+        "sum": (lambda: a.sum(), lambda: ta.sum(), lambda: ca.sum()),
+        "matmul": (lambda: a @ b, lambda: ta @ tb, lambda: ca @ cb),
+        "linear_gelu": (lambda: nr.matmul_bias_activation(a, w, bias, activation="gelu"),
+                        lambda: F.gelu(F.linear(ta, tw, tbias)), None),
+    }
+    for name, (o, t, c) in cases.items():
+        us_o, us_t = per_op(o, cs), per_op(t, ts_)
+        out[name] = {"numr_us": us_o, "torch_us": us_t, "ratio": us_o / us_t}
+        if c is not None:
+            out[name]["cupy_us"] = per_op(c, cs)
+    res["overhead_16x16"] = out
+
+
+def markdown(res, cmd):
+    L, B, O = res.get("linear", {}), res.get("bandwidth", {}), res.get("overhead_16x16", {})
+    K_ = res.get("knobs", {})
+    lines = ["## cuda (H200)", "",
+             f"Measured {res['date']} on {res['gpu']} (cupy {res['cupy']}, torch {res['torch']}, "
+             f"CUDA runtime {res['cuda_runtime']}), one run, side by side on the same GPU; CUDA events, "
+             f"warm-ups, medians. Command: `{cmd}`. Backend defaults in this run: {K_}.", ""]
+    if L:
+        c = res["linear_check"]
+        lines += ["### Linear + bias + GELU, forward + backward, "
+                  f"{L['shape'][0]}x{L['shape'][1]}x{L['shape'][2]} float32 (TF32 off)", "",
+                  "| | ms (median) | TFLOP/s |", "|---|---:|---:|",
+                  f"| numr (cuBLAS via CuPy + fused epilogue / act-backward) | {L['numr_ms']:.2f} | {L['numr_tflops']:.1f} |",
+                  f"| torch (F.linear + F.gelu + autograd.grad) | {L['torch_ms']:.2f} | {L['torch_tflops']:.1f} |",
+                  f"| the 3 GEMMs alone, cupy / torch | {L['cupy_3gemm_ms']:.2f} / {L['torch_3gemm_ms']:.2f} | |",
+                  f"| forward only, numr / torch | {L['numr_fwd_ms']:.2f} / {L['torch_fwd_ms']:.2f} | |",
+                  f"| TF32 opted in (both sides), numr / torch | {L.get('numr_tf32_ms', float('nan')):.2f} / "
+                  f"{L.get('torch_tf32_ms', float('nan')):.2f} | |", "",
+                  f"numr / torch time: **{L['ratio']:.3f}x** (target <= 1.0); fastest sample "
+                  f"{L['numr_min_ms']:.2f} vs {L['torch_min_ms']:.2f} ms. Time beyond the three GEMMs "
+                  f"(epilogue, activation backward, bias gradient, launches): numr "
+                  f"{L['numr_ms'] - L['cupy_3gemm_ms']:.2f} ms, torch {L['torch_ms'] - L['torch_3gemm_ms']:.2f} ms. "
+                  f"Same function: relative "
+                  f"differences vs torch y {c['y_rel']:.1e}, dX {c['dx_rel']:.1e}, dW {c['dw_rel']:.1e}, "
+                  f"dbias {c['dbias_rel']:.1e}.", ""]
+    if B:
+        lines += [f"### Fused activation backward (GELU), {B['elements']} = 2^28 float32 elements "
+                  f"({B['shape'][0]}x{B['shape'][1]})", "",
+                  "Effective bandwidth counts dy and the saved tensor read and dz written (12 bytes an "
+                  "element); copies count read + write.", "",
+                  "| kernel | ms | TB/s |", "|---|---:|---:|"]
+        for k, v in B.items():
+            if isinstance(v, dict):
+                if "error" in v:
+                    lines.append(f"| {k} | failed: {v['error'][:80]} | |")
+                else:
+                    lines.append(f"| {k} | {v['ms']:.3f} | {v['TBps']:.2f} |")
+        lines.append("")
+    if O:
+        lines += ["### Per-op overhead, 16x16 float32 tensors (eager, wall clock per op)", "",
+                  "| op | numr us | torch us | cupy us | numr / torch |", "|---|---:|---:|---:|---:|"]
+        for k, v in O.items():
+            cu = f"{v['cupy_us']:.1f}" if "cupy_us" in v else "-"
+            lines.append(f"| {k} | {v['numr_us']:.1f} | {v['torch_us']:.1f} | {cu} | {v['ratio']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--m", type=int, default=8192)
+    p.add_argument("--k", type=int, default=4096)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--elements", type=int, default=2 ** 28)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--only", default="linear,bandwidth,overhead")
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    be = nr.backends.get_backend("cuda")
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "gpu": props["name"].decode(), "cupy": cp.__version__, "torch": torch.__version__,
+           "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "backend": be.info(),
+           "knobs": {"vec_bytes": be.vec_bytes, "unroll": be.unroll,
+                     "epilogue_unroll": be.epilogue_unroll, "streaming": be.streaming,
+                     "bias_grad": be.bias_grad, "db_blocks_per_sm": be.db_blocks_per_sm}}
+    only = a.only.split(",")
+    t0 = time.time()
+    if "linear" in only:
+        bench_linear(be, a.m, a.k, a.n, a.rounds, a.reps, res)
+        print("linear", json.dumps(res["linear"]), json.dumps(res["linear_check"]), flush=True)
+    if "bandwidth" in only:
+        bench_bandwidth(be, a.elements, max(a.reps, 20), res)
+        print("bandwidth", json.dumps(res["bandwidth"]), flush=True)
+    if "overhead" in only:
+        bench_overhead(a.iters, res)
+        print("overhead", json.dumps(res["overhead_16x16"]), flush=True)
+    res["bench_seconds"] = time.time() - t0
+    cmd = "PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT"
+    md = markdown(res, cmd)
+    print(md)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "cuda_bench.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.join(a.out, "cuda_section.md"), "w") as f:
+            f.write(md + "\n")
+
+
+if __name__ == "__main__":
+    main()
