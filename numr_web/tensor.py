@@ -94,10 +94,7 @@ class Tensor:
 
     async def read(self):
         """Awaitable readback (the browser's path; works natively too): nested lists."""
-        reader = getattr(self._backend, "to_list_async", None)
-        if reader is not None:
-            return await reader(self._data)
-        return self.tolist()
+        return await self._backend.to_list_async(self._data)
 
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())

@@ -29,12 +29,3 @@ def device(request):
     if not ok:
         pytest.fail(f"device {request.param} unavailable: {why}")
     return request.param
-
-
-def fdtype(device):
-    """Highest float precision the device supports (float64 on cpu/cuda, float32 on webgpu)."""
-    return nr.float64 if device in ("cpu", "cuda") else nr.float32
-
-
-def tol(device):
-    return dict(rtol=1e-9, atol=1e-10) if device in ("cpu", "cuda") else dict(rtol=2e-4, atol=2e-5)

@@ -5,7 +5,6 @@ import numpy as np
 
 import numr_web as nr
 
-from conftest import fdtype, tol
 
 
 def _fd_grad(fn, xs, i, g_out, eps=1e-6):
@@ -55,3 +54,12 @@ def check_op(device, fn, ref, xs, grad=True, fd_eps=1e-6, grad_tol=None, fwd_tol
     for i, (g, w) in enumerate(zip(grads, want)):
         assert g is not None, f"input {i} got no gradient"
         np.testing.assert_allclose(g, w, err_msg=f"gradient of input {i}", **gt)
+
+
+def fdtype(device):
+    """Highest float precision the device supports (float64 on cpu/cuda, float32 on webgpu)."""
+    return nr.float64 if device in ("cpu", "cuda") else nr.float32
+
+
+def tol(device):
+    return dict(rtol=1e-9, atol=1e-10) if device in ("cpu", "cuda") else dict(rtol=2e-4, atol=2e-5)

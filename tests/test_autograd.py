@@ -7,7 +7,7 @@ import pytest
 import numr_web as nr
 from numr_web.ops.activations import ACT
 
-from conftest import fdtype
+from helpers import fdtype
 
 
 def _fused_first_grads(a, b, bias, act, w):

@@ -9,8 +9,7 @@ import numr_web as nr
 from numr_web.ops import OPS
 from numr_web.ops.activations import ACT
 
-from conftest import fdtype
-from helpers import check_op
+from helpers import check_op, fdtype
 
 rng = np.random.default_rng(0)
 

@@ -39,6 +39,9 @@ class ArrayBackend(Backend):
     def dtype_of(self, h):
         return self._our_dtype[h.dtype.char]
 
+    async def to_list_async(self, h):
+        return self.to_list(h)
+
     def np_dtype(self, dtype):
         return self._np_dtype[dtype]
 

@@ -60,15 +60,19 @@ class Backend:
 
     def to_numpy(self, h):
         import numpy as np
-        from ..dtypes import float16
         dt = self.dtype_of(h)
         np_dt = {"bool": np.bool_, "float16": np.float16}.get(dt.name, dt.name)
         return np.frombuffer(self.to_bytes(h), dtype=np_dt).reshape(h.shape).copy()
 
     def to_list(self, h):
-        dt = self.dtype_of(h)
-        flat = memoryview(self.to_bytes(h)).cast("B").cast(dt.typecode).tolist()
-        return nest(flat, h.shape)
+        return _bytes_to_list(self.to_bytes(h), self.dtype_of(h), h.shape)
+
+    async def read_bytes_async(self, h) -> bytes:
+        """to_bytes that awaits the device instead of blocking (the browser's readback)."""
+        return self.to_bytes(h)
+
+    async def to_list_async(self, h):
+        return _bytes_to_list(await self.read_bytes_async(h), self.dtype_of(h), h.shape)
 
     def dtype_of(self, h):
         """The DType of a handle."""
@@ -143,6 +147,10 @@ class Backend:
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h
+
+
+def _bytes_to_list(data, dtype, shape):
+    return nest(memoryview(data).cast("B").cast(dtype.typecode).tolist(), shape)
 
 
 def nest(flat, shape):

@@ -46,6 +46,7 @@ class NativeAdapter(GPUAdapter):
         self.limits = {n: dlim.get(_snake(n), alim.get(_snake(n))) for n in WANTED_LIMITS}
         self.features = frozenset(f for f in feats if f in self.device.features)
         self._queue = self.device.queue
+        self._bind_groups = {}      # (pipeline, bindings) -> bind group: training loops repeat them
         U = wgpu.BufferUsage
         self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
                        "uniform": U.UNIFORM | U.COPY_DST}
@@ -64,6 +65,7 @@ class NativeAdapter(GPUAdapter):
             raise KernelError(f"create_buffer({size} bytes, {usage}) failed: {e}") from e
 
     def destroy_buffer(self, buffer):
+        self._bind_groups.clear()
         buffer.destroy()
 
     def write_buffer(self, buffer, offset, data):
@@ -95,13 +97,23 @@ class NativeAdapter(GPUAdapter):
         try:
             enc = dev.create_command_encoder()
             cp = enc.begin_compute_pass()
+            cache = self._bind_groups
             for d in dispatches:
                 label = d.label
                 pipe, layout = d.pipeline
-                bg = dev.create_bind_group(layout=layout, entries=[
-                    {"binding": b.index,
-                     "resource": {"buffer": b.buffer, "offset": b.offset, "size": b.size}}
-                    for b in d.bindings])
+                key = (id(pipe),) + tuple((b.index, id(b.buffer), b.offset, b.size)
+                                          for b in d.bindings)
+                bg = cache.get(key)
+                if bg is None:
+                    bg = dev.create_bind_group(layout=layout, entries=[
+                        {"binding": b.index,
+                         "resource": {"buffer": b.buffer, "offset": b.offset, "size": b.size}}
+                        for b in d.bindings])
+                    if len(cache) >= 4096:
+                        cache.pop(next(iter(cache)))
+                    cache[key] = (bg, d.bindings)      # keeps the buffers alive: ids stay unique
+                else:
+                    bg = bg[0]
                 cp.set_pipeline(pipe)
                 cp.set_bind_group(0, bg)
                 cp.dispatch_workgroups(*d.groups)

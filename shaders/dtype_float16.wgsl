@@ -1,0 +1,9 @@
+// element type S (storage) and compute type C for float16 tensors (needs `enable f16;`, prepended
+// by kernels.py when the adapter has shader-f16): computed in f32, rounded once on store.
+alias S = f16;
+alias C = f32;
+const IS_INT: bool = false;
+fn store_c(v: C) -> S { return S(v); }
+fn store4(v: vec4<C>) -> vec4<S> { return vec4<S>(v); }
+// c + a * b with a guaranteed fused multiply-add (the GEMM inner loop)
+fn mad4(a: C, b: vec4<C>, c: vec4<C>) -> vec4<C> { return fma(vec4<C>(a), b, c); }

@@ -1,0 +1,2 @@
+alias SO = i32;
+fn to_out(v: f32) -> SO { return i32(v); }

@@ -1,0 +1,237 @@
+// reduce.wgsl — reductions over any set of axes (sum mean max min, argmax) and softmax /
+// log_softmax along one axis, for strided inputs.
+//
+// The input is seen as (kept dims) x (reduced dims), both coalesced to at most 8 dims each.
+// Metadata words: 0 = number of outputs (product of kept dims), 1 = nk (kept ndim), 2 = nr
+// (reduced ndim), 3 = R (elements per reduction), 8 = input offset, 9 = output offset,
+// 16.. kept shape, 24.. reduced shape, 32.. kept input strides, 40.. reduced input strides,
+// 48.. kept output strides, 56.. reduced output strides (softmax only: it writes a full tensor).
+// Reductions write a dense output of the kept shape at offset word 9.
+// Two schedules: *_thread (one invocation per output: many small reductions) and *_wg (one
+// 256-wide workgroup per output, tree reduction in workgroup memory: few long reductions).
+
+override OP: u32 = 0u;     // reduce: 0 sum 1 mean 2 max 3 min;  softmax: 0 softmax 1 log_softmax
+
+@group(0) @binding(1) var<storage, read_write> out: array<S>;
+@group(0) @binding(2) var<storage, read> a: array<S>;
+@group(0) @binding(3) var<storage, read_write> outi: array<i32>;
+
+// offsets (input, output) of the start of reduction number o
+fn kept_off(o: u32) -> vec2<u32> {
+    var rem = o;
+    var r = vec2<u32>(mu(8u), mu(9u));
+    for (var d = mu(1u); d > 0u; d = d - 1u) {
+        let k = d - 1u;
+        let s = mu(16u + k);
+        let c = rem % s;
+        rem = rem / s;
+        r = r + c * vec2<u32>(mu(32u + k), mu(48u + k));
+    }
+    return r;
+}
+
+// offsets (input, output) of element j of a reduction, relative to its start
+fn red_off(j: u32) -> vec2<u32> {
+    let nr = mu(2u);
+    if (nr == 1u) { return j * vec2<u32>(mu(40u), mu(56u)); }
+    var rem = j;
+    var r = vec2<u32>(0u, 0u);
+    for (var d = nr; d > 0u; d = d - 1u) {
+        let k = d - 1u;
+        let s = mu(24u + k);
+        let c = rem % s;
+        rem = rem / s;
+        r = r + c * vec2<u32>(mu(40u + k), mu(56u + k));
+    }
+    return r;
+}
+
+fn combine(x: C, y: C) -> C {
+    switch OP {
+        case 2u: { return max_c(x, y); }
+        case 3u: { return min_c(x, y); }
+        default: { return x + y; }
+    }
+}
+
+fn finish(v: C) -> S {
+    if (OP == 1u) {                            // mean: divide by word 7 (the full count)
+        if (IS_INT) { return store_c(C(f32(v) / f32(mu(7u)))); }
+        return store_c(v / C(mu(7u)));
+    }
+    return store_c(v);
+}
+
+// One invocation per (output, chunk of the reduction): words 4 = elements per chunk, 5 = chunks.
+// With several chunks the output holds chunk-major partial results (chunks x outputs) that a
+// second pass reduces; consecutive invocations take consecutive outputs, so when the kept axis is
+// the dense one (a bias gradient: column sums of a row-major matrix) every load is coalesced.
+@compute @workgroup_size(256)
+fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    let RC = mu(4u);
+    let total = n * mu(5u);
+    for (var t = linear_id(wid, nwg, lid); t < total; t = t + grid_stride(nwg)) {
+        let o = t % n;
+        let c = t / n;
+        let j0 = c * RC;
+        let j1 = min(R, j0 + RC);
+        let base = kept_off(o).x;
+        var acc = C(a[base + red_off(j0).x]);
+        var comp = C(0);                       // Kahan compensation (sums)
+        for (var j = j0 + 1u; j < j1; j = j + 1u) {
+            let x = C(a[base + red_off(j).x]);
+            if (OP <= 1u) {
+                let y = x - comp;
+                let t2 = acc + y;
+                comp = (t2 - acc) - y;
+                acc = t2;
+            } else {
+                acc = combine(acc, x);
+            }
+        }
+        out[mu(9u) + c * n + o] = finish(acc);
+    }
+}
+
+var<workgroup> sh: array<C, 256>;
+
+@compute @workgroup_size(256)
+fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
+        let base = kept_off(o).x;
+        var acc = C(a[base]);                  // element 0 seeds every lane (harmless for max/min)
+        if (OP <= 1u && lid != 0u) { acc = C(0); }
+        for (var j = lid; j < R; j = j + WG) {
+            if (j != 0u || OP > 1u) { acc = combine(acc, C(a[base + red_off(j).x])); }
+        }
+        sh[lid] = acc;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s) { sh[lid] = combine(sh[lid], sh[lid + s]); }
+            workgroupBarrier();
+        }
+        if (lid == 0u) { out[mu(9u) + o] = finish(sh[0]); }
+        workgroupBarrier();
+    }
+}
+
+// argmax: first index of the maximum (a NaN counts as the maximum, as in numpy).
+fn better(v: C, j: u32, bv: C, bj: u32) -> bool {
+    if (isnan_c(bv)) { return isnan_c(v) && j < bj; }
+    if (isnan_c(v)) { return true; }
+    return v > bv || (v == bv && j < bj);
+}
+
+@compute @workgroup_size(256)
+fn argmax_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    for (var o = linear_id(wid, nwg, lid); o < n; o = o + grid_stride(nwg)) {
+        let base = kept_off(o).x;
+        var bv = C(a[base]);
+        var bj = 0u;
+        for (var j = 1u; j < R; j = j + 1u) {
+            let v = C(a[base + red_off(j).x]);
+            if (better(v, j, bv, bj)) { bv = v; bj = j; }
+        }
+        outi[mu(9u) + o] = i32(bj);
+    }
+}
+
+var<workgroup> shv: array<C, 256>;
+var<workgroup> shj: array<u32, 256>;
+
+@compute @workgroup_size(256)
+fn argmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
+        let base = kept_off(o).x;
+        var bv = C(a[base]);
+        var bj = 0u;
+        for (var j = lid; j < R; j = j + WG) {
+            let v = C(a[base + red_off(j).x]);
+            if (better(v, j, bv, bj)) { bv = v; bj = j; }
+        }
+        shv[lid] = bv;
+        shj[lid] = bj;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s && better(shv[lid + s], shj[lid + s], shv[lid], shj[lid])) {
+                shv[lid] = shv[lid + s];
+                shj[lid] = shj[lid + s];
+            }
+            workgroupBarrier();
+        }
+        if (lid == 0u) { outi[mu(9u) + o] = i32(shj[0]); }
+        workgroupBarrier();
+    }
+}
+
+// softmax / log_softmax, numerically stable: m = max, s = sum exp(x - m) (exp of values <= 0).
+fn sm_write(ob: u32, j: u32, x: f32, m: f32, s: f32) {
+    let o = ob + red_off(j).y;
+    if (OP == 1u) { out[o] = store_c(C((x - m) - log(s))); }
+    else { out[o] = store_c(C(exp(x - m) / s)); }
+}
+
+@compute @workgroup_size(256)
+fn softmax_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    for (var o = linear_id(wid, nwg, lid); o < n; o = o + grid_stride(nwg)) {
+        let b = kept_off(o);
+        var m = f32(C(a[b.x]));
+        for (var j = 1u; j < R; j = j + 1u) { m = max_f(m, f32(C(a[b.x + red_off(j).x]))); }
+        var s = 0.0;
+        for (var j = 0u; j < R; j = j + 1u) { s = s + exp(f32(C(a[b.x + red_off(j).x])) - m); }
+        for (var j = 0u; j < R; j = j + 1u) { sm_write(b.y, j, f32(C(a[b.x + red_off(j).x])), m, s); }
+    }
+}
+
+fn max_f(x: f32, y: f32) -> f32 {
+    if (x > y || isnan_f(x)) { return x; }
+    return y;
+}
+
+var<workgroup> shf: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn softmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let n = mu(0u);
+    let R = mu(3u);
+    for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
+        let b = kept_off(o);
+        var m = f32(C(a[b.x]));
+        for (var j = lid; j < R; j = j + WG) { m = max_f(m, f32(C(a[b.x + red_off(j).x]))); }
+        shf[lid] = m;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s) { shf[lid] = max_f(shf[lid], shf[lid + s]); }
+            workgroupBarrier();
+        }
+        m = shf[0];
+        workgroupBarrier();
+        var t = 0.0;
+        for (var j = lid; j < R; j = j + WG) { t = t + exp(f32(C(a[b.x + red_off(j).x])) - m); }
+        shf[lid] = t;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s) { shf[lid] = shf[lid] + shf[lid + s]; }
+            workgroupBarrier();
+        }
+        let total = shf[0];
+        for (var j = lid; j < R; j = j + WG) { sm_write(b.y, j, f32(C(a[b.x + red_off(j).x])), m, total); }
+        workgroupBarrier();
+    }
+}
