@@ -111,7 +111,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--rebuild", action="store_true", help="rebuild the wheel and the app first")
     p.add_argument("--quiet", action="store_true", help="no request log")
-    a = p.parse_args(argv)
+    if isinstance(argv, argparse.Namespace):      # called from numr_web.cli with parsed args
+        a = argparse.Namespace(port=8000, no_browser=False, rebuild=False, quiet=False)
+        a.__dict__.update({k: v for k, v in vars(argv).items() if k in vars(a)})
+    else:
+        a = p.parse_args(argv)
 
     root = repo_root()
     dist = dist_dir(root)

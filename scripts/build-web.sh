@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build everything the browser app needs, on a fresh machine:
+#   1. npm ci                         (vite, pyodide, tfjs from package-lock.json; skipped when up to date)
+#   2. the numr_web wheel             (python -m build --wheel -> web/public/wheels/)
+#   3. micropip + packaging wheels    (pip download from PyPI, versions from Pyodide's lock file, so
+#                                      Pyodide loads them from localhost; skipped when present)
+#   4. web/public/wheels/manifest.json
+#   5. golden values for the parity page (native cpu backend -> web/public/golden/parity.json)
+#   6. npx vite build                 (-> web/dist, with Pyodide's runtime copied to web/dist/pyodide)
+# Env: PYTHON (default python3), NUMR_SKIP_NPM=1 (never run npm ci), NUMR_SKIP_GOLDEN=1 (keep old golden).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+WHEELS=web/public/wheels
+GOLDEN=web/public/golden
+step() { printf '\n== build-web: %s\n' "$*" >&2; }
+
+# 1. node dependencies ------------------------------------------------------------------------------
+command -v npm >/dev/null || { echo "build-web: npm (Node >= 20.19) is required" >&2; exit 1; }
+STAMP=node_modules/.numr-lock-sha
+LOCK_SHA=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [[ "${NUMR_SKIP_NPM:-0}" != 1 ]] && [[ ! -f $STAMP || "$(cat $STAMP)" != "$LOCK_SHA" ]]; then
+  step "npm ci"
+  npm ci --no-audit --no-fund
+  echo "$LOCK_SHA" > $STAMP
+fi
+
+# 2. the numr_web wheel ------------------------------------------------------------------------------
+step "numr_web wheel"
+mkdir -p $WHEELS $GOLDEN
+rm -f $WHEELS/numr_web-*.whl
+BUILD_ARGS=(--wheel --outdir "$WHEELS")
+# build in the current environment when it has the build backend (fast, offline); else isolated
+if $PY -c "import hatchling" 2>/dev/null; then BUILD_ARGS+=(--no-isolation); fi
+$PY -m build "${BUILD_ARGS[@]}" . >&2
+WHEEL=$(cd $WHEELS && ls numr_web-*.whl | head -n1)
+[[ -n $WHEEL ]] || { echo "build-web: no numr_web wheel was built" >&2; exit 1; }
+
+# 3. micropip + packaging for Pyodide ----------------------------------------------------------------
+step "micropip + packaging wheels"
+read -r -a SUPPORT < <($PY - <<'EOF'
+import json
+lock = json.load(open("node_modules/pyodide/pyodide-lock.json"))
+print(" ".join(lock["packages"][n]["file_name"] for n in ("micropip", "packaging")))
+EOF
+)
+for f in "${SUPPORT[@]}"; do
+  if [[ ! -f $WHEELS/$f ]]; then
+    name=${f%%-*}; ver=${f#*-}; ver=${ver%%-*}
+    $PY -m pip download --no-deps --only-binary=:all: --python-version 3.14 \
+        --dest $WHEELS "$name==$ver" >&2
+  fi
+done
+
+# 4. manifest -------------------------------------------------------------------------------------------
+$PY - "$WHEEL" "${SUPPORT[@]}" <<'EOF'
+import json, sys
+wheel, *support = sys.argv[1:]
+json.dump({"numr_web": wheel, "support": support}, open("web/public/wheels/manifest.json", "w"))
+EOF
+
+# 5. golden values (native cpu backend) --------------------------------------------------------------
+if [[ "${NUMR_SKIP_GOLDEN:-0}" != 1 || ! -f $GOLDEN/parity.json ]]; then
+  step "parity golden values (cpu backend)"
+  $PY scripts/make_golden.py --out $GOLDEN/parity.json
+fi
+
+# 6. the app -------------------------------------------------------------------------------------------
+step "vite build"
+npx --no-install vite build >&2
+echo "build-web: done -> $ROOT/web/dist (serve with: numr-web serve)" >&2

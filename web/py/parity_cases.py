@@ -1,0 +1,215 @@
+"""Parity cases: one definition used twice.
+
+* natively, by scripts/make_golden.py, on the cpu (numpy) backend -> web/public/golden/parity.json
+  (inputs, output weights and reference outputs/gradients);
+* in the browser, by the parity page (web/src/parity.js), on the webgpu backend, with the inputs read
+  from that JSON, comparing against the stored references.
+
+Pure Python (no numpy): it runs in Pyodide. Only the public numr_web API is used.
+Every differentiable case also checks the gradients of all float inputs of
+loss = sum(y * w) for a fixed random w.
+"""
+from __future__ import annotations
+
+import array
+import math
+
+ATOL, RTOL = 1e-4, 1e-3          # float32 on different hardware / summation orders
+
+
+class Case:
+    def __init__(self, name, inputs, fn, grad=True, atol=ATOL, rtol=RTOL, group=""):
+        self.name, self.inputs, self.fn, self.grad = name, inputs, fn, grad
+        self.atol, self.rtol, self.group = atol, rtol, group
+
+
+CASES: list[Case] = []
+
+
+def case(name, *inputs, grad=True, group="", **tol):
+    """inputs: (name, kind, shape); kind: n normal, p positive in [0.5, 2), u uniform [-1, 1),
+    w wide normal*4, x extreme uniform [-100, 100), i<k> int32 labels in [0, k)."""
+    def deco(fn):
+        CASES.append(Case(name, inputs, fn, grad, group=group, **tol))
+        return fn
+    return deco
+
+
+# -- elementwise ---------------------------------------------------------------------------------
+for _n, _f, _k in [("neg", lambda nr, x: -x, "n"), ("abs", lambda nr, x: abs(x), "n"),
+                   ("exp", lambda nr, x: x.exp(), "n"), ("log", lambda nr, x: x.log(), "p"),
+                   ("sqrt", lambda nr, x: x.sqrt(), "p")]:
+    case(_n, ("x", _k, (6, 7)), group="unary")(_f)
+
+case("add (broadcast)", ("a", "n", (5, 4)), ("b", "n", (4,)), group="binary")(lambda nr, a, b: a + b)
+case("sub (broadcast)", ("a", "n", (5, 1)), ("b", "n", (1, 4)), group="binary")(lambda nr, a, b: a - b)
+case("mul (broadcast)", ("a", "n", (2, 3, 4)), ("b", "n", (3, 1)), group="binary")(lambda nr, a, b: a * b)
+case("div (broadcast)", ("a", "n", (5, 4)), ("b", "p", (4,)), group="binary")(lambda nr, a, b: a / b)
+case("pow", ("a", "p", (5, 4)), ("b", "u", (5, 4)), group="binary")(lambda nr, a, b: a ** b)
+case("pow scalar", ("a", "n", (5, 4)), group="binary")(lambda nr, a: a ** 2)
+case("scalar arith", ("a", "n", (5, 4)), group="binary")(lambda nr, a: (2.5 * a + 1.0) / 4.0 - a)
+for _n, _f in [("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b), ("lt", lambda a, b: a < b),
+               ("le", lambda a, b: a <= b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b)]:
+    case(_n, ("a", "n", (5, 4)), ("b", "n", (4,)), grad=False, group="compare")(
+        lambda nr, a, b, _f=_f: _f(a, b))
+
+# -- reductions ------------------------------------------------------------------------------------
+case("sum", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.sum())
+case("sum axis=0", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.sum(axis=0))
+case("sum axis=1 keepdims", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.sum(axis=1, keepdims=True))
+case("mean axis=-1", ("x", "n", (3, 4, 5)), group="reduce")(lambda nr, x: x.mean(axis=-1))
+case("mean", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.mean())
+case("max axis=1", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.max(axis=1))
+case("min axis=0", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.min(axis=0))
+case("max", ("x", "n", (6, 5)), group="reduce")(lambda nr, x: x.max())
+
+# -- shapes ------------------------------------------------------------------------------------------
+case("reshape", ("x", "n", (4, 6)), group="shape")(lambda nr, x: x.reshape(3, 8) * 1.5)
+case("transpose", ("x", "n", (4, 6)), group="shape")(lambda nr, x: x.transpose(0, 1) * 1.5)
+case(".T", ("x", "n", (4, 6)), group="shape")(lambda nr, x: x.T + 1.0)
+case("permute", ("x", "n", (2, 3, 4)), group="shape")(lambda nr, x: x.permute(2, 0, 1) * 2.0)
+case("expand", ("x", "n", (3, 1)), group="shape")(lambda nr, x: x.expand(3, 4) * 1.0)
+case("slice", ("x", "n", (5, 6)), group="shape")(lambda nr, x: x[1:4, ::2] * 1.0)
+case("index", ("x", "n", (5, 6)), group="shape")(lambda nr, x: x[2] * 1.0)
+
+# -- linear algebra ------------------------------------------------------------------------------------
+case("matmul", ("a", "n", (5, 7)), ("b", "n", (7, 3)), group="matmul")(lambda nr, a, b: nr.matmul(a, b))
+case("matmul @ (64x48x40)", ("a", "n", (64, 48)), ("b", "n", (48, 40)), group="matmul")(
+    lambda nr, a, b: a @ b)
+case("matmul batched", ("a", "n", (2, 4, 6)), ("b", "n", (2, 6, 5)), group="matmul")(
+    lambda nr, a, b: a @ b)
+case("matmul broadcast", ("a", "n", (2, 4, 6)), ("b", "n", (6, 5)), group="matmul")(
+    lambda nr, a, b: a @ b)
+
+# -- activations, softmax, loss ---------------------------------------------------------------------------
+ACTIVATIONS = ["relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"]
+
+
+def _act(nr, name, x):
+    if name == "gelu_tanh":
+        return nr.gelu(x, approximate="tanh")
+    if name == "gelu":
+        return nr.gelu(x)
+    return getattr(nr, name)(x)
+
+
+for _a in ACTIVATIONS:
+    case(_a, ("x", "w", (8, 9)), group="activation")(lambda nr, x, _a=_a: _act(nr, _a, x))
+    case(f"{_a} extreme", ("x", "x", (4, 8)), grad=False, group="activation")(
+        lambda nr, x, _a=_a: _act(nr, _a, x))
+case("softmax", ("x", "w", (6, 10)), group="softmax")(lambda nr, x: nr.softmax(x, axis=-1))
+case("softmax axis=0", ("x", "w", (6, 10)), group="softmax")(lambda nr, x: nr.softmax(x, axis=0))
+case("log_softmax", ("x", "w", (6, 10)), group="softmax")(lambda nr, x: nr.log_softmax(x, axis=-1))
+case("cross_entropy", ("logits", "w", (8, 10)), ("labels", "i10", (8,)), group="loss")(
+    lambda nr, logits, labels: nr.cross_entropy(logits, labels))
+
+# -- the fused layer: act(a @ b + bias), forward + backward, every activation -----------------------------
+for _a in ["none"] + ACTIVATIONS:
+    case(f"matmul_bias_activation {_a}", ("a", "n", (16, 24)), ("b", "n", (24, 12)), ("bias", "n", (12,)),
+         group="fused")(lambda nr, a, b, bias, _a=_a: nr.matmul_bias_activation(a, b, bias, activation=_a))
+case("matmul_bias_activation gelu 3-D", ("a", "n", (2, 8, 24)), ("b", "n", (24, 12)),
+     ("bias", "n", (12,)), group="fused")(
+    lambda nr, a, b, bias: nr.matmul_bias_activation(a, b, bias, activation="gelu"))
+
+
+# -- helpers shared by both sides ---------------------------------------------------------------------------
+class Rng:
+    """Tiny deterministic generator (64-bit LCG), identical everywhere; values rounded to float32."""
+
+    def __init__(self, seed):
+        self.s = (seed * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+
+    def uniform(self):
+        self.s = (self.s * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+        return ((self.s >> 11) + 0.5) / 2**53
+
+    def normal(self):
+        u, v = self.uniform(), self.uniform()
+        return math.sqrt(-2.0 * math.log(u)) * math.cos(2 * math.pi * v)
+
+
+def _seed(text):
+    h = 1469598103934665603
+    for ch in text.encode():
+        h = ((h ^ ch) * 1099511628211) & (2**64 - 1)
+    return h
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def make_data(kind, shape, seed_text):
+    r = Rng(_seed(seed_text))
+    n = numel(shape)
+    if kind.startswith("i"):
+        k = int(kind[1:])
+        return [int(r.uniform() * k) % k for _ in range(n)]
+    gen = {"n": r.normal, "p": lambda: 0.5 + 1.5 * r.uniform(), "u": lambda: 2 * r.uniform() - 1,
+           "w": lambda: 4 * r.normal(), "x": lambda: 200 * r.uniform() - 100}[kind]
+    return array.array("f", [gen() for _ in range(n)]).tolist()   # float32-exact values
+
+
+def nest(flat, shape):
+    if not shape:
+        return flat[0]
+    for d in reversed(shape[1:]):
+        flat = [flat[i:i + d] for i in range(0, len(flat), d)]
+    return flat
+
+
+def flatten(v):
+    if isinstance(v, (list, tuple)):
+        out = []
+        for e in v:
+            out.extend(flatten(e))
+        return out
+    return [float(v)]
+
+
+async def run_case(nr, c, inputs, device, w=None):
+    """Run one case on `device`. inputs: {name: flat list}. w: flat weights for the loss (None: make
+    them from the output's shape). Returns ({output name: flat list}, {output name: shape}, w)."""
+    ts = {}
+    for name, kind, shape in c.inputs:
+        is_int = kind.startswith("i")
+        ts[name] = nr.tensor(nest(list(inputs[name]), tuple(shape)), dtype="int32" if is_int else "float32",
+                             device=device, requires_grad=c.grad and not is_int)
+    y = c.fn(nr, **ts)
+    outs = {"y": flatten(await y.read())}
+    shapes = {"y": list(y.shape)}
+    if c.grad:
+        if w is None:
+            w = make_data("u", tuple(y.shape), c.name + "/w")
+        wt = nr.tensor(nest(list(w), tuple(y.shape)), dtype="float32", device=device)
+        loss = (y * wt).sum()
+        loss.backward()
+        for name, kind, shape in c.inputs:
+            if not kind.startswith("i"):
+                outs["d" + name] = flatten(await ts[name].grad.read())
+                shapes["d" + name] = list(shape)
+    return outs, shapes, w
+
+
+def compare(got, ref, atol, rtol):
+    """(max abs error, max abs error / max |ref|, worst error / tolerance) over two flat lists."""
+    if len(got) != len(ref):
+        return math.inf, math.inf, math.inf
+    max_abs = worst = scale = 0.0
+    for g, r in zip(got, ref):
+        if math.isnan(g) or math.isnan(r):
+            if not (math.isnan(g) and math.isnan(r)):
+                return math.inf, math.inf, math.inf
+            continue
+        if math.isinf(g) or math.isinf(r):
+            if g != r:
+                return math.inf, math.inf, math.inf
+            continue
+        e = abs(g - r)
+        max_abs = max(max_abs, e)
+        scale = max(scale, abs(r))
+        worst = max(worst, e / (atol + rtol * abs(r)))
+    return max_abs, (max_abs / scale if scale else max_abs), worst
