@@ -58,8 +58,7 @@ fn sech2_s(x: f32) -> f32 {
 // erfc(t) for t >= 0.921875 as w exp(-t^2 + P(w)), w = 1 / (1 + t/2); P is a degree-8 least-squares
 // fit of log(erfc(t) e^(t^2) / w) on [0.921875, 10] (abs. error 6e-9). exp(-t^2) is split as
 // exp(-th^2) exp(-(t - th)(t + th)) with th = t rounded to 12 bits, so that th^2 is exact.
-fn erfc_big(t: f32) -> f32 {
-    let w = 1.0 / (1.0 + 0.5 * t);
+fn erfc_poly(w: f32) -> f32 {
     var p = -0.23392149806022644;
     p = p * w + 0.6255157589912415;
     p = p * w - 0.4271628260612488;
@@ -68,7 +67,12 @@ fn erfc_big(t: f32) -> f32 {
     p = p * w + 0.07030355930328369;
     p = p * w + 0.37799882888793945;
     p = p * w + 0.9996729493141174;
-    p = p * w - 1.2654980421066284;
+    return p * w - 1.2654980421066284;
+}
+
+fn erfc_big(t: f32) -> f32 {
+    let w = 1.0 / (1.0 + 0.5 * t);
+    let p = erfc_poly(w);
     let th = bitcast<f32>(bitcast<u32>(t) & 0xfffff000u);
     return w * exp(-th * th) * exp(p - (t - th) * (t + th));
 }
@@ -114,16 +118,7 @@ fn gelu_dz(z: f32) -> f32 {
         cdf = 0.5 + 0.5 * erf_s(z * SQRT1_2);
     } else {
         let w = 1.0 / (1.0 + 0.5 * t);
-        var p = -0.23392149806022644;
-        p = p * w + 0.6255157589912415;
-        p = p * w - 0.4271628260612488;
-        p = p * w - 0.08103004097938538;
-        p = p * w - 0.06698717176914215;
-        p = p * w + 0.07030355930328369;
-        p = p * w + 0.37799882888793945;
-        p = p * w + 0.9996729493141174;
-        p = p * w - 1.2654980421066284;
-        let c = 0.5 * w * e * exp(p);                                // erfc(t) / 2
+        let c = 0.5 * w * e * exp(erfc_poly(w));                                // erfc(t) / 2
         cdf = select(1.0 - c, c, z < 0.0);
     }
     return cdf + INV_SQRT_2PI * z * e;
