@@ -158,23 +158,17 @@ def main():
     a_np, b_np = rng.standard_normal((64, 64), dtype=np.float32), rng.standard_normal((64, 64), dtype=np.float32)
     a_t, b_t = nr.tensor(a_np), nr.tensor(b_np)
 
-    def small_ours():
-        u = a_t
+    def chain(a, b, tanh):          # the same 1,000 ops on numr tensors or numpy arrays
+        u = a
         for _ in range(250):
-            u = u + b_t
-            u = u * b_t
-            u = u - a_t
-            u = nr.tanh(u)
+            u = tanh((u + b) * b - a)
         return u
 
+    def small_ours():
+        return chain(a_t, b_t, nr.tanh)
+
     def small_np():
-        u = a_np
-        for _ in range(250):
-            u = u + b_np
-            u = u * b_np
-            u = u - a_np
-            u = np.tanh(u)
-        return u
+        return chain(a_np, b_np, np.tanh)
     np.testing.assert_allclose(small_ours().numpy(), small_np(), rtol=1e-4, atol=1e-5)
     t_small_np = timeit(small_np, 21, 3)
     t_small = timeit(small_ours, 21, 3)
