@@ -8,12 +8,15 @@
 // from workgroup memory); K advances 16 at a time through workgroup memory (rows padded against
 // bank conflicts) while the next K-slice is prefetched into registers (a K-slice of 32 measured
 // slower on the H200: twice the workgroup memory, fewer resident workgroups). Entry `gemm_big`: 128 x 128 tiles, 8 x 8 per
-// invocation. H200 (NVIDIA Vulkan), 8192x4096x4096 fp32: gemm 23 TFLOP/s, gemm_big 22.
+// invocation. H200 (NVIDIA Vulkan), 8192x4096x4096 fp32: gemm 23 TFLOP/s, gemm_big 22. Entry
+// `gemm_v4` (vec4-aligned row-major operands only): vec4 global loads, double-buffered workgroup
+// tiles, 128 x 64 (8 x 4 per invocation) or, with V4_WIDE, 128 x 128 (8 x 8); see below.
 //
 // Metadata words: 0 M, 1 N, 2 K, 3 batch ndim, 4 first batch index of this dispatch,
 // 5 bias element stride, 6 z offset, 8 out offset, 9 a offset, 10 b offset, 11 bias offset,
 // 12/13 a strides (m, k), 14/15 b strides (k, n), 16.. batch shape, 24.. a batch strides,
-// 32.. b batch strides. Grid: (ceil(N/64), ceil(M/64), batches).
+// 32.. b batch strides. Grid: (ceil(N/64), ceil(M/64), batches). The bias / activation epilogue
+// and the batch offsets are shared by every entry (functions `epilogue`, `batch_offsets`).
 
 override ACT: u32 = 0u;
 override HAS_BIAS: bool = false;
@@ -31,6 +34,34 @@ override CHECK: bool = true;
 @group(0) @binding(3) var<storage, read> b: array<S>;
 @group(0) @binding(4) var<storage, read> bias: array<S>;
 @group(0) @binding(5) var<storage, read_write> zout: array<S>;
+
+// (batch index, a offset, b offset) of batch z of this dispatch (metadata words 3, 4, 9, 10, 16..)
+fn batch_offsets(z: u32) -> vec3<u32> {
+    var rem = z + mu(4u);
+    let batch = rem;
+    var oa = mu(9u);
+    var ob = mu(10u);
+    for (var d = mu(3u); d > 0u; d = d - 1u) {
+        let k = d - 1u;
+        let s = mu(16u + k);
+        let c = rem % s;
+        rem = rem / s;
+        oa = oa + c * mu(24u + k);
+        ob = ob + c * mu(32u + k);
+    }
+    return vec3<u32>(batch, oa, ob);
+}
+
+// The fused epilogue of every GEMM entry: output element o (dense index, before the out / z
+// offsets) in column n holds z = a @ b; adds the bias, applies the activation, writes y (and z).
+fn epilogue(o: u32, n: u32, acc: C) {
+    var z = acc;
+    if (HAS_BIAS) { z = z + C(bias[mu(11u) + n * mu(5u)]); }
+    var y = z;
+    if (ACT != 0u) { y = C(act_fwd(ACT, f32(z))); }
+    out[mu(8u) + o] = S(y);
+    if (WRITE_Z) { zout[mu(6u) + o] = S(z); }
+}
 
 const BM: u32 = 64u;
 const BN: u32 = 64u;
@@ -73,19 +104,10 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let sbk = mu(14u);
     let sbn = mu(15u);
 
-    // batch offsets
-    var rem = wid.z + mu(4u);
-    let batch = rem;
-    var oa = mu(9u);
-    var ob = mu(10u);
-    for (var d = mu(3u); d > 0u; d = d - 1u) {
-        let k = d - 1u;
-        let s = mu(16u + k);
-        let c = rem % s;
-        rem = rem / s;
-        oa = oa + c * mu(24u + k);
-        ob = ob + c * mu(32u + k);
-    }
+    let bo = batch_offsets(wid.z);
+    let batch = bo.x;
+    let oa = bo.y;
+    let ob = bo.z;
 
     let row0 = wid.y * BM;
     let col0 = wid.x * BN;
@@ -137,13 +159,7 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var c = 0u; c < 4u; c = c + 1u) {
             let n = col0 + 4u * tx + c;
             if (n >= N) { break; }
-            var z = acc[r][c];
-            if (HAS_BIAS) { z = z + C(bias[mu(11u) + n * mu(5u)]); }
-            var y = z;
-            if (ACT != 0u) { y = C(act_fwd(ACT, f32(z))); }
-            let o = obase + m * N + n;
-            out[mu(8u) + o] = S(y);
-            if (WRITE_Z) { zout[mu(6u) + o] = S(z); }
+            epilogue(obase + m * N + n, n, acc[r][c]);
         }
     }
 }
@@ -165,18 +181,10 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     let sak = mu(13u);
     let sbk = mu(14u);
     let sbn = mu(15u);
-    var rem = wid.z + mu(4u);
-    let batch = rem;
-    var oa = mu(9u);
-    var ob = mu(10u);
-    for (var d = mu(3u); d > 0u; d = d - 1u) {
-        let k = d - 1u;
-        let s = mu(16u + k);
-        let c = rem % s;
-        rem = rem / s;
-        oa = oa + c * mu(24u + k);
-        ob = ob + c * mu(32u + k);
-    }
+    let bo = batch_offsets(wid.z);
+    let batch = bo.x;
+    let oa = bo.y;
+    let ob = bo.z;
     let row0 = wid.y * 128u;
     let col0 = wid.x * 128u;
     let tx = lid3.x;
@@ -244,13 +252,150 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         for (var c = 0u; c < 8u; c = c + 1u) {
             let n = col0 + 4u * tx + (c & 3u) + 64u * (c >> 2u);
             if (n >= N) { continue; }
-            var z = res[2u * r + (c >> 2u)][c & 3u];
-            if (HAS_BIAS) { z = z + C(bias[mu(11u) + n * mu(5u)]); }
-            var y = z;
-            if (ACT != 0u) { y = C(act_fwd(ACT, f32(z))); }
-            let o = obase + m * N + n;
-            out[mu(8u) + o] = S(y);
-            if (WRITE_Z) { zout[mu(6u) + o] = S(z); }
+            epilogue(obase + m * N + n, n, res[2u * r + (c >> 2u)][c & 3u]);
+        }
+    }
+}
+
+// gemm_v4: the same contract for operands whose rows are vec4-aligned (the launcher checks: a has
+// stride 1 along k, b stride 1 along n, and K, N, the row / batch strides and both element offsets
+// are multiples of 4); a and b are read through vec4 views of the same buffers (bindings 6, 7),
+// one 16-byte load per 4 elements. 128 x 64 output tile per workgroup, 8 x 4 register block per
+// invocation (rows 4ty..4ty+3 and 64+4ty..; columns 4tx..4tx+3): 32 multiply-adds per 3 vec4
+// loads from workgroup memory; V4_WIDE: 128 x 128 tiles, 8 x 8 per invocation (columns also
+// 64+4tx..), 64 multiply-adds per 4 vec4 loads. Double-buffered K-slices of 16: one barrier per
+// K-step, the next slice is fetched into registers while the current one is multiplied. With
+// K % 4 == 0 and N % 4 == 0 a vec4 lies wholly inside or outside the matrix, so CHECK tests
+// m < M, k < K and n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
+override V4_WIDE: bool = false;
+@group(0) @binding(6) var<storage, read> a4: array<vec4<S>>;
+@group(0) @binding(7) var<storage, read> b4: array<vec4<S>>;
+
+// 2 buffers x 16 k x (32 vec4 of m, padded to 33): the transposing scalar stores spread over banks
+var<workgroup> As4: array<vec4<C>, 1056>;
+var<workgroup> Bs4: array<vec4<C>, 1024>;  // 2 buffers x 16 k x 32 vec4 of n (16 used unless WIDE)
+
+// a[m, k..k+3] / b[k, n..n+3] (p: element index, a multiple of 4); zeros outside the matrix
+fn lda4(p: u32, m: u32, k: u32, M: u32, K: u32) -> vec4<C> {
+    if (!CHECK || (m < M && k < K)) { return vec4<C>(a4[p >> 2u]); }
+    return vec4<C>(C(0));
+}
+fn ldb4(p: u32, k: u32, n: u32, K: u32, N: u32) -> vec4<C> {
+    if (!CHECK || (k < K && n < N)) { return vec4<C>(b4[p >> 2u]); }
+    return vec4<C>(C(0));
+}
+
+// k-major tile store of the a row fragment v = a[m, k..k+3] (tile row ml; base: the buffer)
+fn sta4(base: u32, k: u32, ml: u32, v: vec4<C>) {
+    let i = base + k * 33u + (ml >> 2u);
+    let c = ml & 3u;
+    As4[i][c] = v.x;
+    As4[i + 33u][c] = v.y;
+    As4[i + 66u][c] = v.z;
+    As4[i + 99u][c] = v.w;
+}
+
+@compute @workgroup_size(16, 16)
+fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let M = mu(0u);
+    let N = mu(1u);
+    let K = mu(2u);
+    let sam = mu(12u);
+    let sbk = mu(14u);
+    let bo = batch_offsets(wid.z);
+    let batch = bo.x;
+    let oa = bo.y;
+    let ob = bo.z;
+    let row0 = wid.y * 128u;
+    let col0 = wid.x * select(64u, 128u, V4_WIDE);
+    let tx = lid3.x;
+    let ty = lid3.y;
+    // loaders: a rows ml and ml + 64, k quad 4*kq (4 lanes read 64 contiguous bytes of a row);
+    // b row kb, columns 4*nl..4*nl+3 (and 64+4*nl.. when WIDE; 16 lanes read 256 contiguous bytes)
+    let kq = li & 3u;
+    let ml = li >> 2u;
+    let nl = li & 15u;
+    let kb = li >> 4u;
+    let ma0 = row0 + ml;
+    let ma1 = ma0 + 64u;
+    let nb0 = col0 + 4u * nl;
+    let nb1 = nb0 + 64u;
+    let pa0 = oa + ma0 * sam + 4u * kq;
+    let pa1 = pa0 + 64u * sam;
+    let pb0 = ob + kb * sbk + nb0;
+    let pb1 = pb0 + 64u;
+    let sb = kb * 32u + nl;               // this invocation's b slot in a buffer
+
+    var acc: array<vec4<C>, 16>;          // zero-initialised; constant indices only (registers)
+
+    var ra0 = lda4(pa0, ma0, 4u * kq, M, K);
+    var ra1 = lda4(pa1, ma1, 4u * kq, M, K);
+    var rb0 = ldb4(pb0, kb, nb0, K, N);
+    var rb1 = vec4<C>(C(0));
+    if (V4_WIDE) { rb1 = ldb4(pb1, kb, nb1, K, N); }
+    sta4(0u, 4u * kq, ml, ra0);
+    sta4(0u, 4u * kq, ml + 64u, ra1);
+    Bs4[sb] = rb0;
+    if (V4_WIDE) { Bs4[sb + 16u] = rb1; }
+    workgroupBarrier();
+    var cur = 0u;
+    for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {
+        let kn = k0 + 16u;
+        let more = kn < K;
+        if (more) {                       // prefetch the next K-slice into registers
+            ra0 = lda4(pa0 + kn, ma0, kn + 4u * kq, M, K);
+            ra1 = lda4(pa1 + kn, ma1, kn + 4u * kq, M, K);
+            rb0 = ldb4(pb0 + kn * sbk, kn + kb, nb0, K, N);
+            if (V4_WIDE) { rb1 = ldb4(pb1 + kn * sbk, kn + kb, nb1, K, N); }
+        }
+        let abase = cur * 528u;
+        let bbase = cur * 512u;
+        for (var k = 0u; k < 16u; k = k + 1u) {
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+        }
+        if (more) {                       // the other buffer: last read before the previous barrier
+            let nxt = cur ^ 1u;
+            sta4(nxt * 528u, 4u * kq, ml, ra0);
+            sta4(nxt * 528u, 4u * kq, ml + 64u, ra1);
+            Bs4[nxt * 512u + sb] = rb0;
+            if (V4_WIDE) { Bs4[nxt * 512u + sb + 16u] = rb1; }
+            cur = nxt;
+        }
+        workgroupBarrier();
+    }
+
+    let res = acc;                        // dynamic indexing below touches this copy only
+    let obase = batch * M * N;
+    let ncol = select(4u, 8u, V4_WIDE);
+    for (var r = 0u; r < 8u; r = r + 1u) {
+        let m = row0 + 4u * ty + (r & 3u) + 64u * (r >> 2u);
+        if (m >= M) { continue; }
+        for (var c = 0u; c < ncol; c = c + 1u) {
+            let n = col0 + 4u * tx + (c & 3u) + 64u * (c >> 2u);
+            if (n >= N) { continue; }
+            epilogue(obase + m * N + n, n, res[r + 8u * (c >> 2u)][c & 3u]);
         }
     }
 }

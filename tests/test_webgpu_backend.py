@@ -343,9 +343,42 @@ def test_matmul(be, nb, shapes):
     a, b = rand(*shapes[0], seed=9), rand(*shapes[1], seed=10)
     tile = be.gemm_tile
     try:
-        for be.gemm_tile in (64, 128):             # both GEMM kernels, whatever this adapter uses
+        for be.gemm_tile in (64, 128, "v4", "v4w"):   # every GEMM kernel, whatever this adapter uses
             got = down(be, be.matmul(up(be, a), up(be, b)))
             np.testing.assert_allclose(got, nb.matmul(a, b), rtol=1e-5, atol=1e-5)
+    finally:
+        be.gemm_tile = tile
+
+
+def test_matmul_v4_entry(be, nb):
+    """gemm_v4 (NUMR_WEBGPU_GEMM_TILE v4 and v4w) runs on vec4-aligned row-major operands (batched,
+    offset views, bounds-checked and not) and the launcher falls back to gemm for the others."""
+    def entry(h):
+        be.matmul(*h)
+        return be._pending[-1].label
+
+    tile = be.gemm_tile
+    try:
+        for be.gemm_tile in ("v4", "v4w"):
+            for sa, sb in (((2, 256, 32), (32, 128)), ((3, 130, 36), (3, 36, 72)), ((5, 4), (4, 8))):
+                a, b = rand(*sa, seed=40), rand(*sb, seed=41)
+                assert entry((up(be, a), up(be, b))) == "matmul.gemm_v4"
+                got = down(be, be.matmul(up(be, a), up(be, b)))
+                np.testing.assert_allclose(got, nb.matmul(a, b), rtol=1e-5, atol=1e-5)
+            big, rb = rand(9, 68, seed=42), rand(64, 20, seed=43)
+            hb, b = up(be, big), up(be, rb)
+            for (r0, c0), want in (((1, 4), "matmul.gemm_v4"),    # element offset 72: vec4-aligned
+                                   ((0, 1), "matmul.gemm")):      # offset 1: not
+                a = be.slice(hb, ((r0, 9, 1), (c0, c0 + 64, 1)))
+                assert entry((a, b)) == want
+                np.testing.assert_allclose(down(be, be.matmul(a, b)), big[r0:, c0:c0 + 64] @ rb,
+                                           rtol=1e-5, atol=1e-5)
+            at = rand(16, 132, seed=44)
+            ht = be.permute(up(be, at), (1, 0))                   # transposed a: gemm
+            rb2 = rand(16, 8, seed=45)
+            assert entry((ht, up(be, rb2))) == "matmul.gemm"
+            np.testing.assert_allclose(down(be, be.matmul(ht, up(be, rb2))), at.T @ rb2,
+                                       rtol=1e-5, atol=1e-5)
     finally:
         be.gemm_tile = tile
 
@@ -371,14 +404,16 @@ def test_gemm_bias_act(be, nb, name):
         np.testing.assert_allclose(down(be, z), rz, rtol=1e-5, atol=1e-5)
     tile = be.gemm_tile
     try:
-        be.gemm_tile = 128
-        a2, b2 = rand(150, 9, seed=30), rand(9, 140, seed=31)
-        bias2 = rand(140, seed=32)
-        y3, z3 = be.gemm_bias_act(up(be, a2), up(be, b2), up(be, bias2), name)
-        ry3, rz3 = nb.gemm_bias_act(a2, b2, bias2, name)
-        np.testing.assert_allclose(down(be, y3), ry3, rtol=1e-5, atol=1e-5)
-        if z3 is not None:
-            np.testing.assert_allclose(down(be, z3), rz3, rtol=1e-5, atol=1e-5)
+        for be.gemm_tile, (m2, k2, n2) in ((128, (150, 9, 140)), ("v4", (150, 12, 140)),
+                                           ("v4", (256, 32, 128)), ("v4w", (150, 12, 140)),
+                                           ("v4w", (256, 32, 256))):
+            a2, b2 = rand(m2, k2, seed=30), rand(k2, n2, seed=31)
+            bias2 = rand(n2, seed=32)
+            y3, z3 = be.gemm_bias_act(up(be, a2), up(be, b2), up(be, bias2), name)
+            ry3, rz3 = nb.gemm_bias_act(a2, b2, bias2, name)
+            np.testing.assert_allclose(down(be, y3), ry3, rtol=1e-5, atol=1e-5)
+            if z3 is not None:
+                np.testing.assert_allclose(down(be, z3), rz3, rtol=1e-5, atol=1e-5)
     finally:
         be.gemm_tile = tile
     y2, _ = be.gemm_bias_act(up(be, a), up(be, b), None, name)
