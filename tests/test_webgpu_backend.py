@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+import numr_web as nr
 from numr_web import dtypes
 from numr_web.backends.base import HostArray
 from numr_web.backends.numpy_backend import NumpyBackend
@@ -663,3 +664,28 @@ def test_argmax_int_and_chunked_expand(be, small):
     np.testing.assert_allclose(down(small, small.unary("neg", e)), -np.broadcast_to(row, (60, 97)))
     np.testing.assert_allclose(down(small, small.reduce("sum", e, (0,), False)), 60 * row[0],
                                rtol=1e-5)
+
+
+def test_long_loops_stay_correct_under_lavapipe_loop_limit():
+    """Mesa llvmpipe ends an invocation's loops after 65535 iterations and carries on silently:
+    long reductions and large-K GEMMs must be scheduled around it (and stay right on any GPU)."""
+    x = nr.ones((8_388_607,), device="webgpu")
+    assert x.sum().item() == 8_388_607 and x.mean().item() == 1.0
+    assert nr.ones((2, 9_000_000), device="webgpu").sum(1).tolist() == [9e6, 9e6]
+    assert nr.ones((2 ** 21, 4), device="webgpu").sum(0).tolist() == [2.0 ** 21] * 4
+    y = nr.ones((3, 70000, 2), device="webgpu")
+    assert y.sum((0, 2))[:2].tolist() == [6.0, 6.0] and y.max((0, 2)).shape == (70000,)
+    w = nr.ones((8_388_608,), device="webgpu", requires_grad=True)
+    (w * w).mean().backward()
+    assert abs(w.grad.sum().item() - 2.0) < 1e-6
+    for K in (65536, 70001):
+        a, b = nr.ones((8, K), device="webgpu"), nr.ones((K, 8), device="webgpu")
+        assert (a @ b)[0, 0].item() == K
+        out = nr.matmul_bias_activation(a, b, nr.ones(8, device="webgpu"), "gelu")
+        assert out[1, 1].item() == K + 1
+
+
+def test_fused_layer_with_empty_k():
+    z = nr.matmul_bias_activation(nr.zeros((2, 0), device="webgpu"), nr.zeros((0, 3), device="webgpu"),
+                                  nr.ones(3, device="webgpu"), "relu")
+    assert z.tolist() == [[1.0] * 3] * 2

@@ -39,6 +39,8 @@ BATCH = 256                     # dispatches per queue submit (metadata arena sl
 WG = 256                        # invocations per workgroup of the 1-D kernels
 MAX_GROUPS = 65535
 V4W_WG_BYTES = (1056 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in matmul.wgsl)
+GEMM_K_BUDGETED = 4096              # K per GEMM launch under a loop budget (about 10 loop
+                                    # iterations per K element in the 8x8 kernels: < 65535)
 
 
 def _prod(shape):
@@ -196,6 +198,12 @@ class WebGPUBackend(Backend):
         if META_BYTES % ualign:
             raise BackendUnavailableError(f"minUniformBufferOffsetAlignment {ualign} > 256")
         self.max_buffer = int(lim.get("maxBufferSize") or (256 << 20))
+        # Mesa's llvmpipe (lavapipe) stops an invocation's loops after 65535 iterations in total
+        # (nested loops included) and silently carries on: every kernel launch is scheduled so
+        # that no invocation comes near it (NUMR_WEBGPU_LOOP_BUDGET overrides, 0 = unlimited).
+        env_budget = os.environ.get("NUMR_WEBGPU_LOOP_BUDGET")
+        self.loop_budget = int(env_budget) if env_budget else (
+            60000 if "llvmpipe" in str(getattr(self.adapter, "name", "")).lower() else 0)
         self.f16 = "shader-f16" in self.adapter.features
         self.kernels = KernelCache(self.adapter)
         self._pending = []
@@ -632,14 +640,48 @@ class WebGPUBackend(Backend):
         # invocation per output (coalesced when the kept axis is the dense one), with the
         # reduction split into chunks + a second pass when there are too few outputs
         kin_dense = w[1] > 0 and w[32 + w[1] - 1] == 1
-        if R >= 256 and n_out < 4096 and not kin_dense:
+        budget = self.loop_budget
+        per_elem = 2 + w[2]                 # loop iterations per element: its own + the offset loop
+        if budget and R * per_elem > budget // 2 and (entry_base != "reduce" or w[2] != 1):
+            if entry_base != "reduce":
+                raise BackendLimitError(
+                    f"{entry_base} over {R} elements per row exceeds this adapter's shader loop "
+                    f"limit (~{budget // per_elem} elements; Mesa llvmpipe); use a GPU adapter")
+            # make the reduced dims one dense trailing axis, then reduce that in chunks
+            perm = kept + red
+            hc = self._copy(self.permute(h, tuple(perm)))
+            hc = self.reshape(hc, tuple(h.shape[i] for i in kept) + (R,))
+            oc = self.reshape(out, tuple(h.shape[i] for i in kept)) if out.is_contiguous else out
+            self._reduce_into(entry_base, op_code, hc, (len(kept),), oc, out_binding)
+            return out
+        wg_ok = not budget or (-(-R // WG)) * per_elem + 64 < budget // 2
+        if R >= 256 and n_out < 4096 and not kin_dense and wg_ok:
             self._launch("reduce.wgsl", entry_base + "_wg", h.dtype, {"OP": op_code}, w, tensors,
                          self._grid_wg(n_out))
             return out
-        if entry_base == "reduce" and R >= 512 and n_out < (1 << 18) and w[2] == 1:
+        too_long = budget and R * per_elem > budget // 2
+        if entry_base == "reduce" and (R >= 512 and n_out < (1 << 18) or too_long) and w[2] == 1:
             chunks = min(-(-R // 64), max(1, (1 << 19) // n_out))   # ~2^19 invocations
+            if budget:
+                chunks = max(chunks, -(-R * per_elem // (budget // 2)))
             rc = -(-R // chunks)
             chunks = -(-R // rc)
+            if chunks > 1 and budget and chunks * per_elem > budget // 2:
+                # too many partials for one pass: reduce them in turn (a tree of passes)
+                part = self._alloc((chunks, n_out), h.dtype)
+                praw, poff, psize, prel = self._bind(part, 0, part.size)
+                w1 = dict(w)
+                w1[4], w1[5], w1[9] = rc, chunks, prel
+                self._launch("reduce.wgsl", "reduce_thread", h.dtype,
+                             {"OP": 0 if op_code == 1 else op_code}, w1,
+                             [(2, raw, off, size), (1, praw, poff, psize)], self._grid(n_out * chunks))
+                op = {v: k for k, v in REDUCE_CODE.items()}[op_code]
+                r = self.reduce("sum" if op == "mean" else op, part, (0,), False)
+                if op == "mean":
+                    r = self.binary("div", r, float(R)) if h.dtype.kind == "f" else \
+                        self.astype(self.binary("div", self.astype(r, float32), float(R)), h.dtype)
+                self._copy(self.reshape(r, out.shape), out)
+                return out
             if chunks > 1:
                 part = self._alloc((chunks, n_out), h.dtype)
                 praw, poff, psize, prel = self._bind(part, 0, part.size)
@@ -763,6 +805,23 @@ class WebGPUBackend(Backend):
         row = ACT[act]
         return self._gemm(a, b, bias, act, row.grad_from == "z")
 
+    def _gemm_split_k(self, a, b, bias, act, want_z, shape):
+        """z = sum of GEMMs over K blocks (each short enough for the loop budget), then bias and
+        activation as separate primitives. Also the K == 0 case (z = 0)."""
+        K = a.shape[-1]
+        z = self.full(shape, 0, a.dtype) if K == 0 else None
+        for k0 in range(0, K, GEMM_K_BUDGETED):
+            k1 = min(K, k0 + GEMM_K_BUDGETED)
+            pa = self.slice(a, tuple((0, s, 1) for s in a.shape[:-1]) + ((k0, k1, 1),))
+            pb = self.slice(b, tuple((0, s, 1) for s in b.shape[:-2]) + ((k0, k1, 1),) +
+                            ((0, b.shape[-1], 1),))
+            part = self._gemm(pa, pb, None, "none", False)[0]
+            z = part if z is None else self.binary("add", z, part)
+        if bias is not None:
+            z = self.binary("add", z, bias)
+        y = z if act == "none" else self.activation(act, z, 0)
+        return y, (z if want_z else None)
+
     def _gemm(self, a, b, bias, act, want_z):
         if a.dtype is bool_:
             raise DTypeError("matmul of bool tensors is not supported on webgpu")
@@ -774,11 +833,8 @@ class WebGPUBackend(Backend):
         z = self._alloc(bshape + (M, N), a.dtype) if want_z else None
         if out.size == 0:
             return out, z
-        if K == 0:
-            self._fill(out, 0)
-            if bias is not None or act != "none":
-                raise NumrError("gemm_bias_act with K == 0")  # pragma: no cover
-            return out, z
+        if K == 0 or (self.loop_budget and K > GEMM_K_BUDGETED):
+            return self._gemm_split_k(a, b, bias, act, want_z, bshape + (M, N))
         ea = self.expand(a, bshape + (M, K))
         eb = self.expand(b, bshape + (K, N))
         nbd = len(bshape)
