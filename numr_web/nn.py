@@ -76,7 +76,14 @@ class Optimizer:
 
     @staticmethod
     def _assign(p, value):
-        p._data = value._data       # in-place update of a leaf: rebind its storage
+        """Update a leaf: rebind its storage to the new values (same shape, dtype, device).
+        Tensors made earlier with p.detach() keep the old values (unlike PyTorch's in-place step)."""
+        value = value.astype(p.dtype)
+        if value.shape != p.shape:
+            from .errors import ShapeError
+            raise ShapeError(f"optimizer update of shape {value.shape} for a parameter of shape "
+                             f"{p.shape}")
+        p._data = value._data
 
 
 class SGD(Optimizer):

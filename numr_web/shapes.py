@@ -38,6 +38,8 @@ def normalize_axes(axis, ndim):
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out = tuple(sorted(normalize_axis(a, ndim) for a in axes))
+    if ndim == 0:                     # axis 0 / -1 of a 0-d tensor is accepted and reduces nothing
+        return ()
     if len(set(out)) != len(out):
         raise ShapeError(f"repeated axis in {axis!r}")
     return out

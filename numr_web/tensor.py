@@ -67,8 +67,14 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        if value is not None and not isinstance(value, Tensor):
-            raise GradientError("t.grad must be a Tensor or None")
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise GradientError("t.grad must be a Tensor or None")
+            if (value.shape, value.dtype, value.device) != (self.shape, self.dtype, self.device):
+                raise GradientError(
+                    f"t.grad must match the tensor: shape {self.shape}, dtype {self.dtype.name}, "
+                    f"device {self.device!r}; got shape {value.shape}, dtype {value.dtype.name}, "
+                    f"device {value.device!r}")
         self._grad = value
 
     def requires_grad_(self, flag=True):
@@ -252,8 +258,11 @@ class Tensor:
     def expand(self, *shape):
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
-        shape = tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)]
-                      for i, s in enumerate(shape))
+        lead = len(shape) - self.ndim
+        if any(s == -1 for s in shape[:max(lead, 0)]):
+            raise ShapeError(f"expand: -1 (keep the size) is only allowed for existing dimensions, "
+                             f"not for the {lead} new leading one(s) in {shape}")
+        shape = tuple(s if s != -1 else self.shape[i - lead] for i, s in enumerate(shape))
         ok = len(shape) >= self.ndim and all(
             d == s or d == 1 for d, s in zip(self.shape, shape[len(shape) - self.ndim:]))
         if not ok:
@@ -397,13 +406,15 @@ def _host_from(data, be):
         if code not in _TYPECODE_DTYPE:
             raise DTypeError(f"unsupported buffer format {mv.format!r}")
         src = _TYPECODE_DTYPE[code]
-        values = mv.cast("B").cast(code) if mv.ndim != 1 or mv.format != code else mv
-        if mv.ndim > 1:
-            shape = mv.shape
-        else:
-            shape = (len(values),)
+        shape = tuple(mv.shape) if mv.ndim else ()
+        raw = mv if mv.c_contiguous else memoryview(mv.tobytes())   # strided views: copy
+        values = raw.cast("B").cast(code)
         if code not in ("f", "d", "e", "?", "i"):
-            values = _array.array("i", values.tolist())
+            ints = values.tolist()
+            if ints and (min(ints) < -2**31 or max(ints) >= 2**31):
+                raise DTypeError(f"integer values in [{min(ints)}, {max(ints)}] do not fit int32, "
+                                 "the widest integer dtype; convert them to floats first")
+            values = _array.array("i", ints)
         return HostArray(values, shape, src), src
     flat, shape, kind = _flatten(data)
     return (flat, shape), _KIND_DTYPE[kind]

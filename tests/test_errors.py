@@ -76,3 +76,30 @@ def test_devices_cannot_be_mixed():
         nr.matmul_bias_activation(nr.ones((2, 2)), nr.ones((2, 2), device=other))
     with pytest.raises(nr.DTypeError, match="float64"):
         nr.zeros(2, dtype="float64", device="webgpu")
+
+
+def test_more_bad_input():
+    import array
+    with pytest.raises(nr.DTypeError, match="int32"):
+        nr.tensor(array.array("q", [2 ** 40]))
+    with pytest.raises(nr.DTypeError, match="bool"):
+        -nr.tensor([True, False])
+    with pytest.raises(nr.ShapeError, match="new leading"):
+        nr.tensor([1.0, 5.0]).expand(-1, 2)
+    p = nr.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(nr.GradientError, match="must match"):
+        p.grad = nr.tensor([1.0, 1.0], dtype="float64")
+    with pytest.raises(nr.GradientError, match="must match"):
+        p.grad = nr.ones((2, 2))
+
+
+def test_edge_inputs_behave_like_pytorch():
+    import numpy as np
+    t = nr.tensor(np.arange(6, dtype=np.float32).reshape(2, 3).T)     # a transposed buffer
+    assert nr.tensor(memoryview(np.ascontiguousarray(t.numpy()).T)).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert nr.tensor(2.0).sum(axis=0).item() == 2.0 and nr.tensor(2.0).sum(axis=-1, keepdims=True).shape == ()
+    assert nr.tensor(3).mean().dtype == nr.float32 and nr.tensor(True).sum().dtype == nr.int32
+    x = nr.tensor([0.0, 2.0], requires_grad=True)
+    e = nr.tensor([2.0, 2.0], requires_grad=True)
+    (x ** e).sum().backward()
+    assert e.grad.tolist()[0] == 0.0 and abs(e.grad.tolist()[1] - 4 * np.log(2)) < 1e-5

@@ -121,14 +121,20 @@ def _maxmin_grads(g, a, b, is_max):
     return g * w, g * (1 - w)
 
 
+def _pow_exponent_grad(g, a, n):
+    """d(a**b)/db = a**b log(a); 0 where a == 0 (PyTorch's convention, instead of 0 * -inf)."""
+    if not _is_tensor(a):
+        return g * n.output() * (math.log(a) if a > 0 else 0.0)
+    return where(a == 0, 0.0, g * n.output() * log(a))
+
+
 BINARY_VJP = {
     "add": lambda g, a, b, n: (g, g),
     "sub": lambda g, a, b, n: (g, -g),
     "mul": lambda g, a, b, n: (g * b, g * a),
     "div": lambda g, a, b, n: (g / b, -(g * a) / (b * b)),
     "pow": lambda g, a, b, n: (g * b * a ** (b - 1) if _is_tensor(a) else None,
-                               g * n.output() * (log(a) if _is_tensor(a) else math.log(a))
-                               if _is_tensor(b) else None),
+                               _pow_exponent_grad(g, a, n) if _is_tensor(b) else None),
     "maximum": lambda g, a, b, n: _maxmin_grads(g, a, b, True),
     "minimum": lambda g, a, b, n: _maxmin_grads(g, a, b, False),
 }
@@ -431,6 +437,9 @@ def where(cond, a, b):
 
 
 def unary(name, x):
+    if x.dtype is dt.bool_ and name in ("neg", "abs", "sign"):
+        raise DTypeError(f"{name} of a bool tensor is not defined; use ~x for logical not, or "
+                         "convert with .astype('int32')")
     if not x.dtype.is_floating and name not in ("neg", "abs", "sign"):
         x = x.astype(dt.default_float)
     return apply(OPS[name], x)
@@ -474,12 +483,12 @@ def reduce_op(op, x, axis=None, keepdims=False):
     axes = sh.normalize_axes(axis, x.ndim)
     if op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
         raise ShapeError(f"{op} of an empty dimension is undefined (shape {x.shape})")
-    if not axes:
-        return x.reshape(x.shape)
     if op == "mean" and not x.dtype.is_floating:
         x = x.astype(dt.default_float)
     if op == "sum" and x.dtype is dt.bool_:
         x = x.astype(dt.int32)
+    if not axes:                      # 0-d tensor: nothing to reduce
+        return x.reshape(x.shape) if x.requires_grad else x
     return apply(OPS["reduce"], x, op=op, axes=axes, keepdims=bool(keepdims))
 
 
