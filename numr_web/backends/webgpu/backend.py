@@ -666,8 +666,8 @@ class WebGPUBackend(Backend):
                 chunks = max(chunks, -(-R * per_elem // (budget // 2)))
             rc = -(-R // chunks)
             chunks = -(-R // rc)
-            if chunks > 1 and budget and chunks * per_elem > budget // 2:
-                # too many partials for one pass: reduce them in turn (a tree of passes)
+            if chunks > 1:
+                # pass 1: one partial result per (chunk, output)
                 part = self._alloc((chunks, n_out), h.dtype)
                 praw, poff, psize, prel = self._bind(part, 0, part.size)
                 w1 = dict(w)
@@ -675,25 +675,20 @@ class WebGPUBackend(Backend):
                 self._launch("reduce.wgsl", "reduce_thread", h.dtype,
                              {"OP": 0 if op_code == 1 else op_code}, w1,
                              [(2, raw, off, size), (1, praw, poff, psize)], self._grid(n_out * chunks))
+                if not (budget and chunks * per_elem > budget // 2):
+                    # pass 2: each output combines its partials in one invocation
+                    w2 = self._reduce_words(part, [1], [0])
+                    w2.update({0: n_out, 4: chunks, 5: 1, 7: R, 8: prel, 9: orel})
+                    self._launch("reduce.wgsl", "reduce_thread", h.dtype, {"OP": op_code}, w2,
+                                 [(2, praw, poff, psize), (1, oraw, ooff, osize)], self._grid(n_out))
+                    return out
+                # too many partials for one invocation's loop budget: reduce them in turn (a tree)
                 op = {v: k for k, v in REDUCE_CODE.items()}[op_code]
                 r = self.reduce("sum" if op == "mean" else op, part, (0,), False)
                 if op == "mean":
                     r = self.binary("div", r, float(R)) if h.dtype.kind == "f" else \
                         self.astype(self.binary("div", self.astype(r, float32), float(R)), h.dtype)
                 self._copy(self.reshape(r, out.shape), out)
-                return out
-            if chunks > 1:
-                part = self._alloc((chunks, n_out), h.dtype)
-                praw, poff, psize, prel = self._bind(part, 0, part.size)
-                w1 = dict(w)
-                w1[4], w1[5], w1[9] = rc, chunks, prel
-                self._launch("reduce.wgsl", "reduce_thread", h.dtype,
-                             {"OP": 0 if op_code == 1 else op_code}, w1,
-                             [(2, raw, off, size), (1, praw, poff, psize)], self._grid(n_out * chunks))
-                w2 = self._reduce_words(part, [1], [0])
-                w2.update({0: n_out, 4: chunks, 5: 1, 7: R, 8: prel, 9: orel})
-                self._launch("reduce.wgsl", "reduce_thread", h.dtype, {"OP": op_code}, w2,
-                             [(2, praw, poff, psize), (1, oraw, ooff, osize)], self._grid(n_out))
                 return out
         self._launch("reduce.wgsl", entry_base + "_thread", h.dtype, {"OP": op_code}, w, tensors,
                      self._grid(n_out))
