@@ -50,7 +50,9 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--k", type=int, default=4096)
     p.add_argument("--tiles", default="64,128,v4,v4w", help="comma-separated NUMR_WEBGPU_GEMM_TILE values")
-    p.add_argument("--rounds", type=int, default=3, help=f"timed rounds of {ITERS} GEMMs per entry")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds per entry")
+    p.add_argument("--iters", type=int, default=ITERS,
+                   help="GEMM launches per round; one read-back per round (its latency is amortised)")
     p.add_argument("--check", type=int, default=1024, help="size of the cubic accuracy check")
     args = p.parse_args(argv)
     tiles = [int(t) if t.isdigit() else t for t in args.tiles.split(",") if t]
@@ -70,7 +72,7 @@ def main(argv=None):
     cb = rs.standard_normal((c, c)).astype(np.float32)
     ref = ca.astype(np.float64) @ cb.astype(np.float64)
     ha, hb = be.from_host(ca, float32), be.from_host(cb, float32)
-    log(f"GEMM {M}x{K}x{N} fp32, entries {tiles}, {args.rounds} rounds x {ITERS} "
+    log(f"GEMM {M}x{K}x{N} fp32, entries {tiles}, {args.rounds} rounds x {args.iters} "
         f"(setup {time.perf_counter() - t_start:.1f} s)")
 
     rows = []
@@ -85,10 +87,10 @@ def main(argv=None):
         times = []
         for r in range(args.rounds):
             t0 = time.perf_counter()
-            for _ in range(ITERS):
+            for _ in range(args.iters):
                 out = be.matmul(a, b)
             sync(be, out)
-            dt = (time.perf_counter() - t0) / ITERS
+            dt = (time.perf_counter() - t0) / args.iters
             times.append(dt)
             log(f"[{tile}] round {r + 1}: {dt * 1e3:8.3f} ms/GEMM  {flop / dt / 1e12:6.2f} TFLOP/s")
         del out
@@ -100,7 +102,7 @@ def main(argv=None):
 
     log("")
     log(f"GEMM {M}x{K}x{N} fp32 on {info.get('adapter')} ({info.get('backend')}), "
-        f"{ITERS} launches + one 4-byte read-back per round, {args.rounds} rounds")
+        f"{args.iters} launches + one 4-byte read-back per round, {args.rounds} rounds")
     log("")
     log(f"| NUMR_WEBGPU_GEMM_TILE | entry | tile, per invocation | best ms | best TFLOP/s | "
         f"median TFLOP/s | max abs err {c}^3 |")
