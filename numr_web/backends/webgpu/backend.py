@@ -469,26 +469,25 @@ class WebGPUBackend(Backend):
             return bytes(mv[::4])
         return bytes(mv)
 
-    def to_bytes(self, h):
-        if h.size == 0:
-            return b""
+    def _read_range(self, h):
+        """(readable view, buffer, byte offset, byte size rounded up to 4) for a readback."""
         h = self._readable(h)
         self.flush()
         isz = _SITEM[h.dtype.name]
-        nb = h.size * isz
-        data = self.adapter.read_buffer(h.storage.raw, h.offset * isz, -(-nb // 4) * 4)
-        return self._finish_bytes(h, data)
+        return h, h.storage.raw, h.offset * isz, -(-(h.size * isz) // 4) * 4
+
+    def to_bytes(self, h):
+        if h.size == 0:
+            return b""
+        h, buf, off, size = self._read_range(h)
+        return self._finish_bytes(h, self.adapter.read_buffer(buf, off, size))
 
     async def read_bytes_async(self, h):
         """to_bytes for the browser: awaits the GPU instead of blocking."""
         if h.size == 0:
             return b""
-        h = self._readable(h)
-        self.flush()
-        isz = _SITEM[h.dtype.name]
-        nb = h.size * isz
-        data = await self.adapter.read_buffer_async(h.storage.raw, h.offset * isz, -(-nb // 4) * 4)
-        return self._finish_bytes(h, data)
+        h, buf, off, size = self._read_range(h)
+        return self._finish_bytes(h, await self.adapter.read_buffer_async(buf, off, size))
 
     # -- scalar encoding -----------------------------------------------------------------------------
     @staticmethod
