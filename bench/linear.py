@@ -23,7 +23,12 @@ if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
     env["NUMR_BENCH_UNSET_OPENBLAS"] = "1"
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
-import numpy as np  # noqa: E402
+try:
+    import numpy as np  # noqa: E402
+    from scipy.special import erf  # noqa: E402  (the numpy-by-hand baseline's exact GELU)
+except ModuleNotFoundError as _e:
+    sys.exit(f"bench/linear.py: {_e.name} is not installed: pip install 'numr-web[bench]' "
+             "(numpy, scipy, threadpoolctl)")
 
 GELU_C, GELU_A = float(np.sqrt(2 / np.pi)), 0.044715
 
@@ -41,7 +46,6 @@ def timeit(fn, reps, warmup=1):
 
 # -- numpy by hand: what a careful numpy user would write (in-place epilogue, closed-form derivative)
 def numpy_linear(x, w, b, dy, approximate):
-    from scipy.special import erf
     z = x @ w
     z += b
     if approximate == "tanh":
@@ -125,8 +129,11 @@ def main():
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--write", default=None, help="append a results section to this markdown file")
-    p.add_argument("--plot", default="docs/bench_linear_cpu.png")
+    p.add_argument("--plot", default=None,
+                   help="save a bar chart here (default with --write: docs/bench_linear_cpu.png)")
     args = p.parse_args()
+    if args.plot is None and args.write:
+        args.plot = "docs/bench_linear_cpu.png"
     import numr_web as nr
 
     m, k, n = args.m, args.k, args.n

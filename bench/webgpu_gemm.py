@@ -4,7 +4,7 @@
                                 [--check 1024]
 
 For each GEMM entry (the values of NUMR_WEBGPU_GEMM_TILE: 64 -> gemm, 128 -> gemm_big, v4 / v4w ->
-gemm_v4; switched through the backend attribute `gemm_tile`, no restart) it times `be.matmul` of an
+gemm_v4; switched through the backend's `gemm_tile` knob, no restart) it times `be.matmul` of an
 M x K by K x N float32 product: 2 warm-up calls, then per round 10 launches back to back and one
 synchronising read-back of 4 bytes of the last output; the wall time of the round divided by 10 is
 the time per GEMM (the sync is included, amortised over the 10 launches; nothing is subtracted).
@@ -40,8 +40,12 @@ def sync(be, h):
     be.to_bytes(be.slice(h, tuple(0 for _ in h.shape)))
 
 
-def last_entry(be):
-    return be._pending[-1].label.split(".", 1)[1] if be._pending else "?"
+def entry_of(be, fn):
+    """fn()'s result and the GEMM entry it dispatched (from the backend's dispatch counters)."""
+    before = be.info()["dispatches"]
+    out = fn()
+    ran = [k for k, v in be.info()["dispatches"].items() if v != before.get(k, 0)]
+    return out, ",".join(k.split(".", 1)[1] for k in ran if k.startswith("matmul.")) or "?"
 
 
 def main(argv=None):
@@ -80,8 +84,7 @@ def main(argv=None):
         be.gemm_tile = tile
         t0 = time.perf_counter()
         for _ in range(WARMUP):
-            out = be.matmul(a, b)
-            entry = last_entry(be)
+            out, entry = entry_of(be, lambda: be.matmul(a, b))
             sync(be, out)
         log(f"[{tile}] entry {entry}: warm-up {time.perf_counter() - t0:.2f} s")
         times = []

@@ -6,31 +6,38 @@ CuPy (cuda) and WebGPU (native wgpu or a browser tab through Pyodide).
     w = nr.randn((32, 10), seed=1, requires_grad=True)
     y = nr.matmul_bias_activation(x, w, nr.zeros(10), activation="gelu")
     y.sum().backward()
+
+Layers, bottom up: errors, dtypes, shapes, gradmode, host -> backends/ -> autograd -> tensor,
+creation -> ops/ (the op vocabulary) -> nn, data, demo, cli. docs/architecture.md walks a call.
 """
 from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
 from .errors import (BackendLimitError, BackendUnavailableError, DeviceError, DTypeError,
                      GradientError, KernelError, NumrError, ShapeError)
 from .backends import available_devices, get_backend
-from .tensor import (Tensor, arange, from_dlpack, full, ones, rand, randn, tensor, zeros)
-from .autograd import enable_grad, grad, is_grad_enabled, no_grad
-from .ops import (abs, argmax, concat, cos, cross_entropy, exp, gelu, log, log_softmax, matmul,
-                  matmul_bias_activation, max, maximum, mean, min, minimum, neg, one_hot, ones_like,
-                  relu, sigmoid, silu, sin, softmax, sqrt, stack, sum, tanh, where, zeros_like)
+from .gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import grad
+from .tensor import Tensor
+from .creation import (arange, as_tensor, empty, from_dlpack, full, full_like, ones, ones_like,
+                       rand, randn, tensor, zeros, zeros_like)
 from .ops.activations import ACT
+from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
+                              floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
+                              remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)
+from .ops.reductions import (argmax, argmin, log_softmax, logsumexp, max, mean, min, prod,
+                             softmax, std, sum, var)
+from .ops.linalg import matmul, matmul_bias_activation
+from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, narrow, permute,
+                            reshape, split, squeeze, stack, transpose, unsqueeze)
+from .ops.indexing import embedding, flip, gather, index_select, masked_fill, tril, triu
+from .ops.nn_functional import cross_entropy, one_hot
+from .ops.normalization import dropout, layer_norm, manual_seed, rms_norm
+from .ops.attention import scaled_dot_product_attention
+from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
+from .serialization import load, save, save_bytes, save_bytes_async
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
+cat = concat
+clip = clamp
 
 __version__ = "0.1.0"
-
-
-def transpose(x, a=-2, b=-1):
-    return x.transpose(a, b)
-
-
-def permute(x, *perm):
-    return x.permute(*perm)
-
-
-def reshape(x, *shape):
-    return x.reshape(*shape)

@@ -1,54 +1,34 @@
-"""Reverse-mode autograd: graph nodes, an iterative topological backward, no_grad, grad().
+"""Reverse-mode autograd: graph nodes, `apply` (run an op, record a node), the backward pass, grad().
 
 A Node records one op application: the op row (whose `vjp` gives the input gradients), the input
-tensors, what the forward saved, and its attributes. Backward walks nodes in reverse topological order
-(computed iteratively, so a graph as deep as memory allows works) and accumulates gradients.
-With create_graph=True every VJP is evaluated with differentiable tensor ops, so the gradients have a
-graph of their own and can be differentiated again.
+tensors, the output handles the VJP reuses (tanh' = 1 - y²), extra handles the forward saved, and
+the op's attributes. Backward walks nodes in reverse topological order (iteratively, so graphs as
+deep as memory allows work), accumulates gradients, writes each leaf's .grad as soon as it is final
+(firing its post-accumulate hooks, which data-parallel training uses to overlap communication) and
+frees what the nodes saved unless retain_graph is set.
+With create_graph=True every VJP runs with recording on: the gradients have a graph of their own.
+
+Tensors are known here only by their interface (`_data`, `_backend`, `grad_fn`, `requires_grad`,
+`_wrap`), so this module sits below numr_web.tensor.
 """
 from __future__ import annotations
 
-import contextlib
-
-from .errors import GradientError
-
-_state = {"enabled": True, "create_graph": False}
-
-
-def is_grad_enabled():
-    return _state["enabled"]
-
-
-@contextlib.contextmanager
-def no_grad():
-    """Disable graph recording inside the block (inference, optimizer updates)."""
-    prev = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = prev
-
-
-@contextlib.contextmanager
-def enable_grad():
-    prev = _state["enabled"]
-    _state["enabled"] = True
-    try:
-        yield
-    finally:
-        _state["enabled"] = prev
+from .errors import DeviceError, GradientError
+from .gradmode import backward_mode, is_create_graph, is_grad_enabled
 
 
 class Node:
-    """A grad_fn: `.name` ("MulBackward"), `.inputs` (parent nodes, or leaf tensors, or None for
-    inputs that need no gradient) and `.saved_tensors`."""
+    """A grad_fn: `.name` ("MulBackward"), `.inputs` (parent nodes, leaf tensors, or None for
+    inputs that need no gradient), `.saved_tensors`, and `.next_functions` like torch's."""
 
-    __slots__ = ("op", "args", "out_data", "extra", "attrs", "out_dtype", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "__weakref__")
 
-    def __init__(self, op, args, out_data, extra, attrs, out_dtype):
-        self.op, self.args, self.out_data, self.extra = op, args, out_data, extra
-        self.attrs, self.out_dtype = attrs, out_dtype
+    def __init__(self, op, args, attrs, outs, saved, out_dtypes):
+        self.op, self.args, self.attrs = op, args, attrs
+        self.outs = outs              # output handles the VJP reads (op.save_out), else None
+        self.saved = saved            # extra handles the forward saved for the VJP, or None
+        self.out_dtypes = out_dtypes
+        self.released = False
 
     @property
     def name(self):
@@ -59,32 +39,95 @@ class Node:
         return tuple(a.grad_fn if a.grad_fn is not None else (a if a.requires_grad else None)
                      for a in self.args)
 
+    next_functions = inputs
+
+    def _check_alive(self):
+        if self.released:
+            raise GradientError(
+                f"{self.name}: trying to backward through the graph a second time (or to read "
+                "its saved tensors after they were freed); pass retain_graph=True to the first "
+                "backward() / grad() call if you need to")
+
+    def output(self, index=0):
+        """The forward's output `index` as a tensor, for VJPs that reuse it (exp' = exp). Under
+        create_graph its grad_fn is this node, so second derivatives see its dependence on the
+        inputs without running the forward again."""
+        self._check_alive()
+        t = self.args[0]._wrap(self.outs[index], self.out_dtypes[index], self.args[0].device,
+                               self.args[0]._backend)
+        if is_create_graph():
+            t._requires_grad, t.grad_fn, t._out_index = True, self, index
+        return t
+
+    def saved_handle(self, key):
+        self._check_alive()
+        return self.saved[key]
+
     @property
     def saved_tensors(self):
-        from .tensor import Tensor
-        saved = [a for a in self.args]
-        if self.out_data is not None:
-            saved.append(Tensor._wrap(self.out_data, self.out_dtype, self.args[0].device))
-        if self.extra is not None:
-            saved.append(Tensor._wrap(self.extra, self.out_dtype, self.args[0].device))
-        return tuple(saved)
+        self._check_alive()
+        a0 = self.args[0]
+        out = list(self.args)
+        for i, h in enumerate(self.outs or ()):
+            out.append(a0._wrap(h, self.out_dtypes[i], a0.device, a0._backend))
+        for h in (self.saved or {}).values():
+            if hasattr(h, "shape"):
+                out.append(a0._wrap(h, a0._backend.dtype_of(h), a0.device, a0._backend))
+        return tuple(out)
 
-    def output(self):
-        """The forward output, for VJPs that reuse it (exp' = exp). Under create_graph it is
-        recomputed with recording on, so second derivatives see its dependence on the inputs."""
-        from .tensor import Tensor
-        if _state["create_graph"]:
-            from .ops import apply
-            return apply(self.op, *self.args, **self.attrs)
-        return Tensor._wrap(self.out_data, self.out_dtype, self.args[0].device)
+    def release(self):
+        """Free what the node saved (backward without retain_graph); the graph's edges stay."""
+        self.outs = self.saved = None
+        self.args = tuple(_Edge(a) if a.grad_fn is not None else a for a in self.args)
+        self.released = True
 
     def __repr__(self):
         return f"<{self.name}>"
 
 
+class _Edge:
+    """What a released node keeps of a non-leaf input: enough to walk the graph, no data."""
+    __slots__ = ("grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device")
+
+    def __init__(self, t):
+        self.grad_fn, self._out_index = t.grad_fn, getattr(t, "_out_index", 0)
+        self.requires_grad, self.shape, self.dtype, self.device = \
+            t.requires_grad, t.shape, t.dtype, t.device
+
+
+def apply(op, /, *args, **attrs):
+    """Run op.forward on the args' backend handles; record a Node when a gradient is needed.
+    forward returns (output handle or tuple of handles, saved dict or None)."""
+    x0 = args[0]
+    be = x0._backend
+    outs, saved = op.forward(be, *[a._data for a in args], **attrs)
+    multi = isinstance(outs, tuple)
+    handles = outs if multi else (outs,)
+    dtypes = tuple(be.dtype_of(h) for h in handles)
+    results = tuple(x0._wrap(h, d, x0.device, be) for h, d in zip(handles, dtypes))
+    if op.vjp is not None and is_grad_enabled() and any(a._requires_grad for a in args):
+        node = Node(op, args, attrs, handles if op.save_out else None, saved, dtypes)
+        for i, t in enumerate(results):
+            if t.dtype.is_floating:
+                t._requires_grad, t.grad_fn, t._out_index = True, node, i
+    return results if multi else results[0]
+
+
+def attach(data, op, args, attrs, like):
+    """A tensor holding `data`, recorded as op(*args, **attrs) without running the forward (a VJP
+    that saved an intermediate result hands it to create_graph this way)."""
+    t = like._wrap(data, like._backend.dtype_of(data), like.device, like._backend)
+    if is_grad_enabled() and any(a.requires_grad for a in args):
+        t._requires_grad = True
+        t.grad_fn = Node(op, tuple(args), attrs, (data,), None, (t.dtype,))
+    return t
+
+
+# ------------------------------------------------------------------------------------------------
 def _topo_order(roots):
-    """Nodes reachable from `roots`, each after every node that consumes it (iterative DFS)."""
-    order, seen = [], set()
+    """Nodes reachable from `roots`, each after every node that consumes it (iterative DFS), and
+    the number of graph edges reaching each leaf (its .grad is final when all have delivered)."""
+    order, seen, leaf_uses = [], set(), {}
     for root in roots:
         if root is None or id(root) in seen:
             continue
@@ -100,65 +143,78 @@ def _topo_order(roots):
             stack.append((node, True))
             for a in node.args:
                 fn = a.grad_fn
-                if fn is not None and id(fn) not in seen:
-                    stack.append((fn, False))
+                if fn is not None:
+                    if id(fn) not in seen:
+                        stack.append((fn, False))
+                elif a.requires_grad:
+                    leaf_uses[id(a)] = leaf_uses.get(id(a), 0) + 1
     order.reverse()
-    return order
+    return order, leaf_uses
 
 
-def _accumulate(store, key, g):
+def _add(store, key, g):
     prev = store.get(key)
     store[key] = g if prev is None else prev + g
 
 
-def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, allow_unused=False):
-    """Core of Tensor.backward (inputs None: accumulate into leaves' .grad) and of grad()."""
-    from .tensor import Tensor
+def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_graph=None,
+                 allow_unused=False):
+    """Core of Tensor.backward (inputs None: accumulate into the leaves' .grad) and of grad()."""
+    if retain_graph is None:
+        retain_graph = create_graph
     node_grads, leaf_grads, leaves = {}, {}, {}
     for out, g in zip(outputs, grad_outputs):
         if out.grad_fn is not None:
-            _accumulate(node_grads, id(out.grad_fn), g)
+            _add(node_grads, (id(out.grad_fn), getattr(out, "_out_index", 0)), g)
         elif out.requires_grad:
-            _accumulate(leaf_grads, id(out), g)
+            _add(leaf_grads, id(out), g)
             leaves[id(out)] = out
-    wanted = None
-    if inputs is not None:
-        wanted = {id(t.grad_fn) for t in inputs if t.grad_fn is not None}
-    prev = dict(_state)
-    _state["create_graph"] = create_graph
-    _state["enabled"] = create_graph
-    captured = {}
-    try:
-        for node in _topo_order([o.grad_fn for o in outputs]):
-            g = node_grads.pop(id(node), None)
-            if g is None:
+    order, leaf_uses = _topo_order([o.grad_fn for o in outputs])
+    wanted = None if inputs is None else {(id(t.grad_fn), getattr(t, "_out_index", 0))
+                                           for t in inputs if t.grad_fn is not None}
+    root_ids = {id(g._data) for g in grad_outputs}
+    captured, delivered = {}, set()
+
+    def leaf_done(a):
+        if inputs is None:
+            _assign_grad(a, leaf_grads.pop(id(a)), create_graph, root_ids, delivered)
+
+    with backward_mode(create_graph):
+        for node in order:
+            n_out = len(node.out_dtypes)
+            gs = [node_grads.pop((id(node), i), None) for i in range(n_out)]
+            if all(g is None for g in gs):
+                _settle(node, leaf_uses, leaf_grads, leaf_done)
                 continue
-            if wanted is not None and id(node) in wanted:
-                captured[id(node)] = g
-            grads = node.op.vjp(node, g)
+            if wanted is not None:
+                for i, g in enumerate(gs):
+                    if (id(node), i) in wanted and g is not None:
+                        captured[(id(node), i)] = g
+            if node.released and node.op.vjp_reads_saved:
+                node._check_alive()
+            grads = node.op.vjp(node, gs[0] if n_out == 1 else tuple(gs))
             for a, ga in zip(node.args, grads):
                 if ga is None or not a.requires_grad:
                     continue
-                if isinstance(ga, Tensor) and ga.shape != a.shape:
+                if ga.shape != a.shape:
                     raise GradientError(f"internal: {node.name} produced a gradient of shape "
                                         f"{ga.shape} for an input of shape {a.shape}")
                 if a.grad_fn is not None:
-                    _accumulate(node_grads, id(a.grad_fn), ga)
+                    _add(node_grads, (id(a.grad_fn), getattr(a, "_out_index", 0)), ga)
                 else:
-                    _accumulate(leaf_grads, id(a), ga)
+                    _add(leaf_grads, id(a), ga)
                     leaves[id(a)] = a
-    finally:
-        _state.update(prev)
+            _settle(node, leaf_uses, leaf_grads, leaf_done)
+            if not retain_graph:
+                node.release()
     if inputs is None:
-        for key, g in leaf_grads.items():
-            t = leaves[key]
-            if not create_graph:
-                g = g.detach()
-            t.grad = g if t.grad is None else (t.grad + g if create_graph else (t.grad + g).detach())
+        for key in list(leaf_grads):         # root leaves (backward() on a leaf itself)
+            _assign_grad(leaves[key], leaf_grads.pop(key), create_graph, root_ids, delivered)
         return None
     result = []
     for i, t in enumerate(inputs):
-        g = captured.get(id(t.grad_fn)) if t.grad_fn is not None else leaf_grads.get(id(t))
+        g = captured.get((id(t.grad_fn), getattr(t, "_out_index", 0))) if t.grad_fn is not None \
+            else leaf_grads.get(id(t))
         if g is None and not allow_unused:
             raise GradientError(f"input {i} (shape {t.shape}) is not used to compute the outputs; "
                                 "pass allow_unused=True to get None for it")
@@ -168,26 +224,64 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, allow_u
     return tuple(result)
 
 
-def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=False):
+def _settle(node, leaf_uses, leaf_grads, leaf_done):
+    """Count the node's edges into leaves as delivered; finish the leaves that got all of theirs."""
+    for a in node.args:
+        if a.grad_fn is None and a.requires_grad:
+            k = id(a)
+            leaf_uses[k] -= 1
+            if leaf_uses[k] == 0 and k in leaf_grads:
+                leaf_done(a)
+
+
+def _assign_grad(leaf, g, create_graph, root_ids, delivered):
+    """leaf.grad += g. A gradient that might alias another buffer (a view, the caller's
+    grad_output, one already given to another leaf) is copied so that every .grad owns its memory."""
+    if not create_graph:
+        g = g.detach()
+        if id(g._data) in root_ids or id(g._data) in delivered or g._backend.is_view(g._data):
+            g = g._copy()
+        delivered.add(id(g._data))
+    if leaf.grad is None:
+        leaf.grad = g
+    else:
+        total = leaf.grad + g
+        leaf.grad = total if create_graph else total.detach()
+    for hook in leaf._post_accumulate_hooks():
+        hook(leaf)
+
+
+# ------------------------------------------------------------------------------------------------
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
     """Gradients of `outputs` with respect to `inputs` (tuple of Tensors), like torch.autograd.grad.
     With create_graph=True the results are differentiable (higher-order derivatives)."""
-    from .tensor import Tensor
-    single = isinstance(outputs, Tensor)
+    single = _is_tensor(outputs)
     outputs = [outputs] if single else list(outputs)
-    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    for t in inputs:
-        if not isinstance(t, Tensor) or not t.requires_grad:
-            raise GradientError("every input to grad() must be a Tensor with requires_grad=True")
+    inputs = [inputs] if _is_tensor(inputs) else list(inputs)
+    for i, t in enumerate(inputs):
+        if not _is_tensor(t) or not t.requires_grad:
+            raise GradientError(f"grad(): input {i} must be a Tensor with requires_grad=True, "
+                                f"got {type(t).__name__}")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor):
+    elif _is_tensor(grad_outputs):
         grad_outputs = [grad_outputs]
-    gos = [_check_grad_output(o, g) for o, g in zip(outputs, grad_outputs)]
-    return run_backward(outputs, gos, inputs, create_graph, allow_unused)
+    if len(grad_outputs) != len(outputs):
+        raise GradientError(f"grad(): {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    gos = [check_grad_output(o, g) for o, g in zip(outputs, grad_outputs)]
+    return run_backward(outputs, gos, inputs, create_graph, retain_graph, allow_unused)
 
 
-def _check_grad_output(out, g):
-    from .tensor import Tensor
+def _is_tensor(x):
+    return hasattr(x, "_data") and hasattr(x, "grad_fn")
+
+
+def check_grad_output(out, g):
+    """The gradient to start backward from: ones for a one-element output, else `g` checked
+    (shape, device) and cast to the output's dtype as torch does."""
+    if not _is_tensor(out):
+        raise GradientError(f"backward/grad needs Tensor outputs, got {type(out).__name__}")
     if not out.requires_grad:
         raise GradientError("this tensor does not require grad and has no grad_fn: nothing to "
                             "differentiate (did you create it under no_grad, or forget "
@@ -196,15 +290,13 @@ def _check_grad_output(out, g):
         if out.size != 1:
             raise GradientError(f"backward on a non-scalar tensor of shape {out.shape} needs a "
                                 "gradient: pass grad= a tensor of that shape (or call .sum() first)")
-        from . import ops
-        return ops.ones_like(out)
-    if not isinstance(g, Tensor):
-        from .tensor import tensor
-        g = tensor(g, dtype=out.dtype, device=out.device)
+        return out._new_full(out.shape, 1)
+    g = out._like_tensor(g)
     if g.shape != out.shape:
         raise GradientError(f"gradient has shape {g.shape} but the output has shape {out.shape}; "
                             "they must be equal")
     if g.device != out.device:
-        from .errors import DeviceError
         raise DeviceError(f"gradient is on {g.device!r} but the output is on {out.device!r}")
+    if g.dtype is not out.dtype:
+        g = g.detach().astype(out.dtype)
     return g

@@ -3,9 +3,9 @@
 Promotion rules (PyTorch's, written down):
   * bool < int32 < float16 < float32 < float64: combining two tensors gives the higher one
     (float16 with float32 -> float32; int32 with float16 -> float16).
-  * Python scalars are "weak": they never raise a tensor's precision. A float scalar with an
-    integer or bool tensor gives the default float (float32); an int scalar with a bool tensor gives
-    int32; otherwise the tensor's dtype wins.
+  * 0-d tensors and Python/numpy scalars are "weak": they decide only when of a higher category
+    (bool < integer < floating) than the tensors with dimensions; a float scalar with an integer
+    tensor gives the default float (float32), an int scalar with a bool tensor int32.
   * Comparisons give bool; true division of integers gives float32.
 """
 from __future__ import annotations
@@ -67,17 +67,60 @@ def get_dtype(d) -> DType:
 
 
 def promote(a: DType, b: DType) -> DType:
-    """Result dtype of combining two tensors."""
+    """Result dtype of combining two tensors of the same category rank (the lattice's join)."""
     return a if a.rank >= b.rank else b
 
 
-def promote_scalar(t: DType, scalar) -> DType:
-    """Result dtype of combining a tensor of dtype `t` with a Python scalar (weak typing)."""
-    if isinstance(scalar, bool):
-        return t
-    if isinstance(scalar, int):
-        return int32 if t is bool_ else t
-    if isinstance(scalar, float):
-        return t if t.kind == "f" else default_float
-    raise DTypeError(f"cannot combine a tensor with {type(scalar).__name__} {scalar!r}; "
-                     "expected a Tensor, int, float or bool")
+def scalar_dtype(x):
+    """The dtype a Python (or numpy) scalar stands for when it meets a tensor: bool, int32 (the
+    widest integer here, torch's int64) or the default float."""
+    if isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", "") == "b":
+        return bool_
+    if isinstance(x, int) or getattr(getattr(x, "dtype", None), "kind", "") in ("i", "u"):
+        return int32
+    if isinstance(x, float) or getattr(getattr(x, "dtype", None), "kind", "") == "f":
+        return default_float
+    raise DTypeError(f"cannot combine a tensor with {type(x).__name__} {x!r}; expected a Tensor, "
+                     "int, float or bool")
+
+
+def _combine(higher, lower):
+    """torch's combine_categories: the higher priority group wins unless the lower one is of a
+    higher category (bool < integer < floating)."""
+    if higher is None:
+        return lower
+    if lower is None or higher.kind == "f":
+        return higher
+    if higher is bool_ or lower.kind == "f":
+        return promote(higher, lower)
+    return higher
+
+
+def result_type(*operands):
+    """torch's type promotion over tensors and scalars: tensors with dimensions decide, 0-d
+    tensors only when of a higher category, Python/numpy scalars ("weak") only when of a higher
+    category still — and then as the default dtype of their category."""
+    dim = zero = weak = None
+    for x in operands:
+        d = getattr(x, "dtype", None)
+        if isinstance(d, DType):
+            if x.ndim:
+                dim = d if dim is None else promote(dim, d)
+            else:
+                zero = d if zero is None else promote(zero, d)
+        else:
+            s = scalar_dtype(x)
+            weak = s if weak is None else promote(weak, s)
+    return _combine(dim, _combine(zero, weak))
+
+
+def is_scalar(x):
+    """A Python number or numpy scalar (weakly typed in promotion)."""
+    if isinstance(x, (bool, int, float)):
+        return True
+    return hasattr(x, "dtype") and getattr(x, "ndim", None) == 0 and hasattr(x, "item") \
+        and not hasattr(x, "_data")
+
+
+def is_dtype_name(s):
+    return s in _BY_NAME

@@ -1,33 +1,88 @@
-"""Typed errors. Every message says what was wrong and what would be right."""
+"""Typed errors. Every message says what was wrong and what would be right, and every check runs
+before any work reaches a device (a bad argument never loses a GPU device).
+
+    NumrError                      base class of everything below
+    ├── ShapeError(ValueError)     shapes, dims, indices, sizes, argument values
+    ├── DTypeError(TypeError)      dtypes and argument types
+    ├── DeviceError                devices
+    │   └── BackendUnavailableError
+    ├── BackendLimitError          hardware limits
+    ├── GradientError              autograd misuse
+    ├── KernelError                a GPU kernel failed
+    └── DistributedError           a collective failed (a rank died, timed out, mismatched)
+
+Each class below shows one message it carries.
+"""
 
 
 class NumrError(Exception):
-    """Base class of every error numr_web raises on purpose."""
+    """Base class of every error numr_web raises on purpose. Catch it to handle them all."""
 
 
 class ShapeError(NumrError, ValueError):
-    """Shapes that cannot be combined (broadcasting, matmul inner dims, bad axes, ragged data)."""
+    """Shapes that cannot be combined, dims out of range, ragged data, bad sizes or values.
+
+    >>> nr.ones((2, 3)) + nr.ones((2, 4))
+    ShapeError: shapes (2, 3) and (2, 4) cannot be broadcast together: dimension -1 is 3 in one
+    and 4 in the other; each dimension must match or be 1
+    """
 
 
 class DTypeError(NumrError, TypeError):
-    """An unknown dtype, or dtypes that an operation cannot accept."""
+    """An unknown dtype, a dtype an operation cannot take, or a value that does not fit one.
+
+    >>> nr.tensor([float("nan")], dtype="int32")
+    DTypeError: cannot convert nan to an integer dtype; replace NaN/inf first
+    """
 
 
 class DeviceError(NumrError):
-    """An unknown device, or tensors on different devices combined."""
+    """An unknown device, or tensors on different devices combined.
+
+    >>> nr.ones(2) + nr.ones(2, device="webgpu")
+    DeviceError: tensors on different devices ('cpu' and 'webgpu') can not be combined; move one
+    with .to('cpu') or .to('webgpu')
+    """
 
 
 class BackendUnavailableError(DeviceError):
-    """A known device whose backend cannot run here (library missing, no driver, no GPU)."""
+    """A known device whose backend cannot run here (library missing, no driver, no GPU).
+
+    >>> nr.zeros(2, device="cuda")
+    BackendUnavailableError: device 'cuda' is not available here: cupy is not installed
+    (pip install 'numr-web[cuda]'). Available devices: ['cpu', 'webgpu']
+    """
 
 
 class BackendLimitError(NumrError):
-    """The request exceeds a hard limit of the backend (e.g. WebGPU's maxStorageBufferBindingSize)."""
+    """The request exceeds a hard limit of the device (memory, WebGPU's binding size, ...).
+
+    >>> nr.zeros(2 ** 41)
+    BackendLimitError: a float32 tensor of shape (2199023255552,) (2199023255552 elements) is
+    larger than the cpu device can hold (6318997504 elements)
+    """
 
 
 class GradientError(NumrError):
-    """Misuse of autograd: backward on a non-scalar without a gradient, wrong gradient shape, ..."""
+    """Misuse of autograd.
+
+    >>> (nr.ones(3, requires_grad=True) * 2).backward()
+    GradientError: backward on a non-scalar tensor of shape (3,) needs a gradient: pass grad= a
+    tensor of that shape (or call .sum() first)
+    """
 
 
 class KernelError(NumrError):
-    """A GPU kernel failed to compile or validate, or the device was lost. Names the kernel."""
+    """A GPU kernel failed to compile or validate, or the device was lost. Names the kernel.
+
+    KernelError: elementwise.unary[float32,OP=2]: <the WGSL compiler's message>
+    """
+
+
+class DistributedError(NumrError):
+    """A collective failed: a rank died, hangs or never joined (timeout), the world size does not
+    match the launch, or the ranks called different collectives. Says which rank saw what.
+
+    DistributedError: rank 0: all_reduce did not complete within 3.0 s (timeout): rank 1 is gone
+    or hangs
+    """

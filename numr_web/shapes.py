@@ -23,9 +23,20 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+def as_int(x, what="dimension"):
+    """An int from an int or anything with __index__ (numpy integers); bools and floats refused."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if not isinstance(x, (bool, float)) and hasattr(x, "__index__"):
+        try:
+            return x.__index__()
+        except Exception:  # noqa: BLE001  (e.g. a float tensor's __index__)
+            pass
+    raise ShapeError(f"{what} must be an int, got {type(x).__name__} {x!r}")
+
+
 def normalize_axis(axis, ndim):
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise ShapeError(f"axis must be an int, got {axis!r}")
+    axis = as_int(axis, "dim")
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise ShapeError(f"axis {axis} is out of range for a tensor with {ndim} dimension(s); "
                          f"expected -{max(ndim, 1)} <= axis < {max(ndim, 1)}")
@@ -36,7 +47,10 @@ def normalize_axes(axis, ndim):
     """None -> all axes; int or sequence -> sorted tuple of distinct non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(axis)
+    else:
+        axes = (as_int(axis, "dim"),)
     out = tuple(sorted(normalize_axis(a, ndim) for a in axes))
     if ndim == 0:                     # axis 0 / -1 of a 0-d tensor is accepted and reduces nothing
         return ()
@@ -63,14 +77,11 @@ def matmul_shapes(a, b, what="matmul"):
 
 def check_shape(shape):
     """Normalise a user shape (int or sequence of non-negative ints) to a tuple."""
-    if isinstance(shape, int) and not isinstance(shape, bool):
+    if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        raise ShapeError(f"a shape must be an int or a sequence of ints, got {shape!r}") from None
+    shape = tuple(as_int(d, "a shape's dimension") for d in shape)
     for d in shape:
-        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+        if d < 0:
             raise ShapeError(f"shape {shape!r} must contain non-negative ints only")
     return shape
 
@@ -84,7 +95,7 @@ def prod(shape):
 
 def reshape_target(shape, new):
     """Resolve one -1 in `new`; ShapeError if the sizes differ."""
-    new = list(new)
+    new = [as_int(d, "a shape's dimension") for d in new]
     size = prod(shape)
     if new.count(-1) > 1:
         raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(new)}")
@@ -136,9 +147,12 @@ def normalize_index(index, shape):
                 raise ShapeError(f"index {i} is out of bounds for dimension {dim} with size {size}")
             out_index.append(i % size)
         else:
-            start, stop, step = i.indices(size)
-            if step <= 0:
+            if i.step is not None and as_int(i.step, "slice step") <= 0:
                 raise ShapeError(f"slice step must be positive, got {i.step}")
+            for bound in (i.start, i.stop):
+                if bound is not None:
+                    as_int(bound, "slice bound")
+            start, stop, step = i.indices(size)
             stop = max(stop, start)
             out_index.append((start, stop, step))
             out_shape.append(len(range(start, stop, step)))

@@ -1,11 +1,10 @@
-// act.wgsl — THE activation library, shared by the forward, backward and GEMM-epilogue kernels.
-//
-// Activation codes match numr_web.ops.activations.ACT[...].code:
-//   0 none   1 relu   2 sigmoid   3 tanh   4 silu   5 gelu (exact, erf)   6 gelu_tanh
+// act.wgsl — the math the activations are written in, shared by the forward, backward and
+// GEMM-epilogue kernels. The per-activation functions and their dispatch (act_fwd, act_dz, act_d2,
+// act_d1, act_ds) are generated from the ACT table (numr_web/ops/activations.py) by
+// numr_web/backends/webgpu/codegen.py; `numr-web shaders --dump` prints them.
 // Every function is overflow-safe for any finite f32 input: builtin exp is only called with an
-// argument <= 0 (it never overflows) and builtin tanh is never used (it is indeterminate for
-// |x| > ~88 on some GPUs). Callers pass an `override` constant as `code`, so the driver folds the
-// switch away. Conventions are PyTorch's: relu'(0) = 0.
+// argument <= 0 (it never overflows) unless clamped, and builtin tanh is never used (it is
+// indeterminate for |x| > ~88 on some GPUs).
 
 const SQRT1_2: f32 = 0.7071067811865476;
 const INV_SQRT_2PI: f32 = 0.3989422804014327;
@@ -77,7 +76,7 @@ fn erfc_big(t: f32) -> f32 {
     return w * exp(-th * th) * exp(p - (t - th) * (t + th));
 }
 
-// erf(x), accurate to f32 rounding (tests compare with math.erf):
+// erf(x) within 2 ulp of the f32-rounded truth (tests/test_activations.py compares with math.erf):
 //   |x| < 0.921875: x + x Q(x^2), Q a degree-6 least-squares fit of erf(x)/x - 1 (rel. error
 //                   5e-10; max 0.9 ulp in f32 with the fma);
 //   otherwise 1 - erfc(|x|) with the sign of x (1 exactly beyond |x| ~ 3.9).
@@ -128,74 +127,34 @@ fn gelu_dz(z: f32) -> f32 {
 fn gelu_tanh_u(z: f32) -> f32 { return GELU_C * (z + GELU_A * z * z * z); }
 fn gelu_tanh_du(z: f32) -> f32 { return GELU_C * (1.0 + 3.0 * GELU_A * z * z); }
 
-// act(z)
-fn act_fwd(code: u32, z: f32) -> f32 {
-    switch code {
-        case 1u: { return select(z, 0.0, z < 0.0); }                 // relu (NaN propagates)
-        case 2u: { return sigmoid_s(z); }
-        case 3u: { return tanh_s(z); }
-        case 4u: { return z * sigmoid_s(z); }                        // silu
-        case 5u: { return z * phi_cdf(z); }                          // gelu = z Phi(z)
-        case 6u: { return z * sigmoid_s(2.0 * gelu_tanh_u(z)); }     // 0.5 z (1 + tanh u) = z sigmoid(2u)
-        default: { return z; }
+// log(1 + x) for x > -1: near 0 as 2 atanh(s), s = x / (2 + x) (no cancellation; a series in s^2
+// good to f32 rounding for |s| <= 0.172); elsewhere log(1 + x), whose rounding is harmless there.
+// (No (1 + x) - 1 trick: compilers may fold it to x.)
+fn log1p_s(x: f32) -> f32 {
+    if (abs(x) < 0.4142) {
+        let s = x / (2.0 + x);
+        let s2 = s * s;
+        let p = 1.0 + s2 * (0.3333333333 + s2 * (0.2 + s2 * (0.1428571429 + s2 * (0.1111111111
+                + s2 * 0.0909090909))));
+        return 2.0 * s * p;
     }
+    return log(1.0 + x);
 }
 
-// act'(z) from the pre-activation z
-fn act_dz(code: u32, z: f32) -> f32 {
-    switch code {
-        case 1u: { return select(0.0, 1.0, z > 0.0); }               // relu'(0) = 0
-        case 2u: { return sigmoid_d_s(z); }
-        case 3u: { return sech2_s(z); }
-        case 4u: {                                                   // s (1 + z (1 - s))
-            let sp = sig_pair(z);
-            return sp.x * (1.0 + z * sp.y);
-        }
-        case 5u: { return gelu_dz(z); }
-        case 6u: {                                                   // 0.5 (1 + t) + 0.5 z (1 - t^2) u'
-            let u = gelu_tanh_u(z);
-            let first = sigmoid_s(2.0 * u);                          // 0.5 (1 + t)
-            var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);
-            if (abs(u) > 40.0) { second = 0.0; }                     // sech^2 underflowed: avoid 0 * inf
-            return first + second;
-        }
-        default: { return 1.0; }
+// exp(x) - 1: a Taylor polynomial for |x| < 0.35 (no cancellation), exp(x) - 1 elsewhere;
+// -1 below -88 and inf above the f32 range, without calling exp out of range.
+fn expm1_s(x: f32) -> f32 {
+    if (abs(x) < 0.35) {
+        return x * (1.0 + x * (0.5 + x * (0.1666666667 + x * (0.0416666667 + x * (0.0083333333
+               + x * (0.0013888889 + x * (0.0001984127 + x * 0.0000248016)))))));
     }
+    if (x < -88.0) { return -1.0; }
+    if (x > 88.72283) { return inf_f32(); }
+    return exp(x) - 1.0;
 }
 
-// act''(z)
-fn act_d2(code: u32, z: f32) -> f32 {
-    switch code {
-        case 2u: {                                                   // s (1 - s) (1 - 2 s)
-            let sp = sig_pair(z);
-            return sigmoid_d_s(z) * (sp.y - sp.x);
-        }
-        case 3u: { return -2.0 * tanh_s(z) * sech2_s(z); }           // -2 t (1 - t^2)
-        case 4u: {                                                   // s (1 - s) (2 + z (1 - 2 s))
-            let sp = sig_pair(z);
-            return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));
-        }
-        case 5u: { return phi_pdf(z) * (2.0 - z * z); }
-        case 6u: {                                                   // (1 - t^2) [u' + 0.5 z (u'' - 2 t u'^2)]
-            let u = gelu_tanh_u(z);
-            if (abs(u) > 40.0) { return 0.0; }
-            let t = tanh_s(u);
-            let du = gelu_tanh_du(z);
-            let ddu = 6.0 * GELU_C * GELU_A * z;
-            return sech2_s(u) * (du + 0.5 * z * (ddu - 2.0 * t * du * du));
-        }
-        default: { return 0.0; }                                     // none, relu
-    }
-}
-
-// dz = dy * act'(.) from the tensor saved by the forward: y for codes 0-3, z for 4-6
-// (ACT[...].grad_from).
-fn act_d1(code: u32, dy: f32, s: f32) -> f32 {
-    switch code {
-        case 0u: { return dy; }
-        case 1u: { return select(0.0, dy, s > 0.0); }
-        case 2u: { return dy * (s * (1.0 - s)); }
-        case 3u: { return dy * (1.0 - s * s); }
-        default: { return dy * act_dz(code, s); }
-    }
+// softplus(z) = log(1 + exp(z)) with torch's threshold 20 (z beyond it: softplus(z) = z).
+fn softplus_s(z: f32) -> f32 {
+    if (z > 20.0) { return z; }
+    return log1p_s(exp(z));
 }

@@ -1,53 +1,34 @@
 // matmul.wgsl — batched GEMM with the fused bias + activation epilogue:
-//     z = a @ b (+ bias);  y = act(z);  writes y, and z too when WRITE_Z (ACT grad_from == "z").
+//     z = a @ b (+ bias);  y = act(z);  writes y, and z too when WRITE_Z (the ACT row saves z).
 // a (..., M, K) and b (..., K, N) are strided views (transposes are free); batch dims broadcast
 // through their strides (0 on a broadcast dim). The output is dense (batch, M, N).
 //
 // Tiling (entry `gemm`): a 256-invocation workgroup computes a 64 x 64 tile of the output; each
 // invocation owns a 4 x 4 register block (register blocking: 16 multiply-adds per 2 vec4 loads
 // from workgroup memory); K advances 16 at a time through workgroup memory (rows padded against
-// bank conflicts) while the next K-slice is prefetched into registers (a K-slice of 32 measured
-// slower on the H200: twice the workgroup memory, fewer resident workgroups). Entry `gemm_big`: 128 x 128 tiles, 8 x 8 per
-// invocation. H200 (NVIDIA Vulkan), 8192x4096x4096 fp32: gemm 23 TFLOP/s, gemm_big 22. Entry
-// `gemm_v4` (vec4-aligned row-major operands only): vec4 global loads, double-buffered workgroup
-// tiles, 128 x 64 (8 x 4 per invocation) or, with V4_WIDE, 128 x 128 (8 x 8); see below.
+// bank conflicts) while the next K-slice is prefetched into registers (a K-slice of 32 is slower:
+// twice the workgroup memory, fewer resident workgroups). Entry `gemm_big`: 128 x 128 tiles,
+// 8 x 8 per invocation. Entry `gemm_v4` (vec4-aligned row-major operands only): vec4 global
+// loads, double-buffered workgroup tiles, 128 x 64 (8 x 4 per invocation) or, with V4_WIDE,
+// 128 x 128 (8 x 8); see below. Their speeds: docs/benchmarks.md.
 //
-// Metadata words: 0 M, 1 N, 2 K, 3 batch ndim, 4 first batch index of this dispatch,
-// 5 bias element stride, 6 z offset, 8 out offset, 9 a offset, 10 b offset, 11 bias offset,
-// 12/13 a strides (m, k), 14/15 b strides (k, n), 16.. batch shape, 24.. a batch strides,
-// 32.. b batch strides. Grid: (ceil(N/64), ceil(M/64), batches). The bias / activation epilogue
-// and the batch offsets are shared by every entry (functions `epilogue`, `batch_offsets`).
+// Metadata words (W_M, W_N, W_K, strides, offsets, batch shape...), bindings and overrides:
+// contract.MATMUL (the generated header). Grid: (ceil(N/64), ceil(M/64), batches). The bias /
+// activation epilogue and the batch offsets are shared by every entry (`epilogue`, `batch_offsets`).
 
-override ACT: u32 = 0u;
-override HAS_BIAS: bool = false;
-override WRITE_Z: bool = false;
-// Loader roles: consecutive invocations read consecutive addresses of a and b whatever their
-// layout. Default: a row-major (lanes along k), b row-major (lanes along n). A_MLANES: a is
-// column-major (a transposed view, stride 1 along m); B_KLANES: b is column-major (stride 1 along k).
-override A_MLANES: bool = false;
-override B_KLANES: bool = false;
-// CHECK = false when the tile sizes divide M, N and K: loads skip the bounds tests.
-override CHECK: bool = true;
-
-@group(0) @binding(1) var<storage, read_write> out: array<S>;
-@group(0) @binding(2) var<storage, read> a: array<S>;
-@group(0) @binding(3) var<storage, read> b: array<S>;
-@group(0) @binding(4) var<storage, read> bias: array<S>;
-@group(0) @binding(5) var<storage, read_write> zout: array<S>;
-
-// (batch index, a offset, b offset) of batch z of this dispatch (metadata words 3, 4, 9, 10, 16..)
+// (batch index, a offset, b offset) of batch z of this dispatch
 fn batch_offsets(z: u32) -> vec3<u32> {
-    var rem = z + mu(4u);
+    var rem = z + mu(W_BATCH0);
     let batch = rem;
-    var oa = mu(9u);
-    var ob = mu(10u);
-    for (var d = mu(3u); d > 0u; d = d - 1u) {
+    var oa = mu(W_OFFSET_A);
+    var ob = mu(W_OFFSET_B);
+    for (var d = mu(W_BATCH_NDIM); d > 0u; d = d - 1u) {
         let k = d - 1u;
-        let s = mu(16u + k);
+        let s = mu(W_BATCH_SHAPE + k);
         let c = rem % s;
         rem = rem / s;
-        oa = oa + c * mu(24u + k);
-        ob = ob + c * mu(32u + k);
+        oa = oa + c * mu(W_A_BATCH_STRIDES + k);
+        ob = ob + c * mu(W_B_BATCH_STRIDES + k);
     }
     return vec3<u32>(batch, oa, ob);
 }
@@ -56,13 +37,16 @@ fn batch_offsets(z: u32) -> vec3<u32> {
 // offsets) in column n holds z = a @ b; adds the bias, applies the activation, writes y (and z).
 fn epilogue(o: u32, n: u32, acc: C) {
     var z = acc;
-    if (HAS_BIAS) { z = z + C(bias[mu(11u) + n * mu(5u)]); }
+    if (HAS_BIAS) { z = z + C(bias[mu(W_OFFSET_BIAS) + n * mu(W_BIAS_STRIDE)]); }
     var y = z;
-    if (ACT != 0u) { y = C(act_fwd(ACT, f32(z))); }
-    out[mu(8u) + o] = S(y);
-    if (WRITE_Z) { zout[mu(6u) + o] = S(z); }
+    if (ACT != ACT_NONE) { y = C(act_fwd(ACT, f32(z))); }
+    out[mu(W_OFFSET_OUT) + o] = S(y);
+    if (WRITE_Z) { zout[mu(W_OFFSET_Z) + o] = S(z); }
 }
 
+// Loader roles: consecutive invocations read consecutive addresses of a and b whatever their
+// layout. Default: a row-major (lanes along k), b row-major (lanes along n); A_MLANES: a is
+// column-major (a transposed view); B_KLANES: b is column-major.
 const BM: u32 = 64u;
 const BN: u32 = 64u;
 const BK: u32 = 16u;
@@ -96,13 +80,13 @@ fn row4_b(ob: u32, k: u32, n: u32, sbk: u32, sbn: u32, K: u32, N: u32) -> vec4<C
 @compute @workgroup_size(16, 16)
 fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let M = mu(0u);
-    let N = mu(1u);
-    let K = mu(2u);
-    let sam = mu(12u);
-    let sak = mu(13u);
-    let sbk = mu(14u);
-    let sbn = mu(15u);
+    let M = mu(W_M);
+    let N = mu(W_N);
+    let K = mu(W_K);
+    let sam = mu(W_A_STRIDE_M);
+    let sak = mu(W_A_STRIDE_K);
+    let sbk = mu(W_B_STRIDE_K);
+    let sbn = mu(W_B_STRIDE_N);
 
     let bo = batch_offsets(wid.z);
     let batch = bo.x;
@@ -174,13 +158,13 @@ var<workgroup> Bs2: array<vec4<C>, 528>;  // [k][n/4], 16 x 32 padded to 33
 @compute @workgroup_size(16, 16)
 fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
             @builtin(local_invocation_index) li: u32) {
-    let M = mu(0u);
-    let N = mu(1u);
-    let K = mu(2u);
-    let sam = mu(12u);
-    let sak = mu(13u);
-    let sbk = mu(14u);
-    let sbn = mu(15u);
+    let M = mu(W_M);
+    let N = mu(W_N);
+    let K = mu(W_K);
+    let sam = mu(W_A_STRIDE_M);
+    let sak = mu(W_A_STRIDE_K);
+    let sbk = mu(W_B_STRIDE_K);
+    let sbn = mu(W_B_STRIDE_N);
     let bo = batch_offsets(wid.z);
     let batch = bo.x;
     let oa = bo.y;
@@ -259,7 +243,7 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 
 // gemm_v4: the same contract for operands whose rows are vec4-aligned (the launcher checks: a has
 // stride 1 along k, b stride 1 along n, and K, N, the row / batch strides and both element offsets
-// are multiples of 4); a and b are read through vec4 views of the same buffers (bindings 6, 7),
+// are multiples of 4); a and b are read through vec4 views of the same buffers (bindings a4, b4),
 // one 16-byte load per 4 elements. 128 x 64 output tile per workgroup, 8 x 4 register block per
 // invocation (rows 4ty..4ty+3 and 64+4ty..; columns 4tx..4tx+3): 32 multiply-adds per 3 vec4
 // loads from workgroup memory; V4_WIDE: 128 x 128 tiles, 8 x 8 per invocation (columns also
@@ -267,10 +251,6 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 // K-step, the next slice is fetched into registers while the current one is multiplied. With
 // K % 4 == 0 and N % 4 == 0 a vec4 lies wholly inside or outside the matrix, so CHECK tests
 // m < M, k < K and n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
-override V4_WIDE: bool = false;
-@group(0) @binding(6) var<storage, read> a4: array<vec4<S>>;
-@group(0) @binding(7) var<storage, read> b4: array<vec4<S>>;
-
 // 2 buffers x 16 k x (32 vec4 of m, padded to 33): the transposing scalar stores spread over banks
 var<workgroup> As4: array<vec4<C>, 1056>;
 var<workgroup> Bs4: array<vec4<C>, 1024>;  // 2 buffers x 16 k x 32 vec4 of n (16 used unless WIDE)
@@ -298,11 +278,11 @@ fn sta4(base: u32, k: u32, ml: u32, v: vec4<C>) {
 @compute @workgroup_size(16, 16)
 fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
-    let M = mu(0u);
-    let N = mu(1u);
-    let K = mu(2u);
-    let sam = mu(12u);
-    let sbk = mu(14u);
+    let M = mu(W_M);
+    let N = mu(W_N);
+    let K = mu(W_K);
+    let sam = mu(W_A_STRIDE_M);
+    let sbk = mu(W_B_STRIDE_K);
     let bo = batch_offsets(wid.z);
     let batch = bo.x;
     let oa = bo.y;

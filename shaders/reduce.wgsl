@@ -2,77 +2,74 @@
 // log_softmax along one axis, for strided inputs.
 //
 // The input is seen as (kept dims) x (reduced dims), both coalesced to at most 8 dims each.
-// Metadata words: 0 = number of outputs (product of kept dims), 1 = nk (kept ndim), 2 = nr
-// (reduced ndim), 3 = R (elements per reduction), 8 = input offset, 9 = output offset,
-// 16.. kept shape, 24.. reduced shape, 32.. kept input strides, 40.. reduced input strides,
-// 48.. kept output strides, 56.. reduced output strides (softmax only: it writes a full tensor).
-// Reductions write a dense output of the kept shape at offset word 9.
-// Two schedules: *_thread (one invocation per output: many small reductions) and *_wg (one
-// 256-wide workgroup per output, tree reduction in workgroup memory: few long reductions).
-
-override OP: u32 = 0u;     // reduce: 0 sum 1 mean 2 max 3 min;  softmax: 0 softmax 1 log_softmax
-
-@group(0) @binding(1) var<storage, read_write> out: array<S>;
-@group(0) @binding(2) var<storage, read> a: array<S>;
-@group(0) @binding(3) var<storage, read_write> outi: array<i32>;
+// Metadata words, bindings and overrides: contract.REDUCE (the generated header). W_N reductions
+// of W_R elements each; the kept dims are W_KEPT_SHAPE (W_NK dims), the reduced ones W_RED_SHAPE
+// (W_NR dims), with input and output strides for each. Reductions write a dense output of the
+// kept shape at W_OFFSET_OUT; softmax writes a full tensor (W_RED_STRIDES_OUT).
+// Schedules: *_thread (one invocation per output: many small reductions, optionally split into
+// W_CHUNKS chunks + a second pass) and *_wg (one workgroup per output, tree reduction in
+// workgroup memory: few long reductions). The launcher (launch_reduce.py) picks one.
 
 // offsets (input, output) of the start of reduction number o
 fn kept_off(o: u32) -> vec2<u32> {
     var rem = o;
-    var r = vec2<u32>(mu(8u), mu(9u));
-    for (var d = mu(1u); d > 0u; d = d - 1u) {
+    var r = vec2<u32>(mu(W_OFFSET_IN), mu(W_OFFSET_OUT));
+    for (var d = mu(W_NK); d > 0u; d = d - 1u) {
         let k = d - 1u;
-        let s = mu(16u + k);
+        let s = mu(W_KEPT_SHAPE + k);
         let c = rem % s;
         rem = rem / s;
-        r = r + c * vec2<u32>(mu(32u + k), mu(48u + k));
+        r = r + c * vec2<u32>(mu(W_KEPT_STRIDES_IN + k), mu(W_KEPT_STRIDES_OUT + k));
     }
     return r;
 }
 
 // offsets (input, output) of element j of a reduction, relative to its start
 fn red_off(j: u32) -> vec2<u32> {
-    let nr = mu(2u);
-    if (nr == 1u) { return j * vec2<u32>(mu(40u), mu(56u)); }
+    let nr = mu(W_NR);
+    if (nr == 1u) { return j * vec2<u32>(mu(W_RED_STRIDES_IN), mu(W_RED_STRIDES_OUT)); }
     var rem = j;
     var r = vec2<u32>(0u, 0u);
     for (var d = nr; d > 0u; d = d - 1u) {
         let k = d - 1u;
-        let s = mu(24u + k);
+        let s = mu(W_RED_SHAPE + k);
         let c = rem % s;
         rem = rem / s;
-        r = r + c * vec2<u32>(mu(40u + k), mu(56u + k));
+        r = r + c * vec2<u32>(mu(W_RED_STRIDES_IN + k), mu(W_RED_STRIDES_OUT + k));
     }
     return r;
 }
 
+// sum and mean accumulate; max and min combine with max_c / min_c
+fn summing() -> bool { return OP == REDUCE_SUM || OP == REDUCE_MEAN; }
+
 fn combine(x: C, y: C) -> C {
     switch OP {
-        case 2u: { return max_c(x, y); }
-        case 3u: { return min_c(x, y); }
+        case REDUCE_MAX: { return max_c(x, y); }
+        case REDUCE_MIN: { return min_c(x, y); }
         default: { return x + y; }
     }
 }
 
 fn finish(v: C) -> S {
-    if (OP == 1u) {                            // mean: divide by word 7 (the full count)
-        if (IS_INT) { return store_c(C(f32(v) / f32(mu(7u)))); }
-        return store_c(v / C(mu(7u)));
+    if (OP == REDUCE_MEAN) {                   // mean: divide by W_COUNT (the full count)
+        if (IS_INT) { return store_c(C(f32(v) / f32(mu(W_COUNT)))); }
+        return store_c(v / C(mu(W_COUNT)));
     }
     return store_c(v);
 }
 
-// One invocation per (output, chunk of the reduction): words 4 = elements per chunk, 5 = chunks.
+// One invocation per (output, chunk of the reduction): W_CHUNK elements per chunk, W_CHUNKS chunks.
 // With several chunks the output holds chunk-major partial results (chunks x outputs) that a
 // second pass reduces; consecutive invocations take consecutive outputs, so when the kept axis is
 // the dense one (a bias gradient: column sums of a row-major matrix) every load is coalesced.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
-    let RC = mu(4u);
-    let total = n * mu(5u);
+    let n = mu(W_N);
+    let R = mu(W_R);
+    let RC = mu(W_CHUNK);
+    let total = n * mu(W_CHUNKS);
     for (var t = linear_id(wid, nwg, lid); t < total; t = t + grid_stride(nwg)) {
         let o = t % n;
         let c = t / n;
@@ -83,7 +80,7 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         var comp = C(0);                       // Kahan compensation (sums)
         for (var j = j0 + 1u; j < j1; j = j + 1u) {
             let x = C(a[base + red_off(j).x]);
-            if (OP <= 1u) {
+            if (summing()) {
                 let y = x - comp;
                 let t2 = acc + y;
                 comp = (t2 - acc) - y;
@@ -92,23 +89,23 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
                 acc = combine(acc, x);
             }
         }
-        out[mu(9u) + c * n + o] = finish(acc);
+        out[mu(W_OFFSET_OUT) + c * n + o] = finish(acc);
     }
 }
 
-var<workgroup> sh: array<C, 256>;
+var<workgroup> sh: array<C, WG>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
+    let n = mu(W_N);
+    let R = mu(W_R);
     for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
         let base = kept_off(o).x;
         var acc = C(a[base]);                  // element 0 seeds every lane (harmless for max/min)
-        if (OP <= 1u && lid != 0u) { acc = C(0); }
+        if (summing() && lid != 0u) { acc = C(0); }
         for (var j = lid; j < R; j = j + WG) {
-            if (j != 0u || OP > 1u) { acc = combine(acc, C(a[base + red_off(j).x])); }
+            if (j != 0u || !summing()) { acc = combine(acc, C(a[base + red_off(j).x])); }
         }
         sh[lid] = acc;
         workgroupBarrier();
@@ -116,7 +113,7 @@ fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             if (lid < s) { sh[lid] = combine(sh[lid], sh[lid + s]); }
             workgroupBarrier();
         }
-        if (lid == 0u) { out[mu(9u) + o] = finish(sh[0]); }
+        if (lid == 0u) { out[mu(W_OFFSET_OUT) + o] = finish(sh[0]); }
         workgroupBarrier();
     }
 }
@@ -128,11 +125,11 @@ fn better(v: C, j: u32, bv: C, bj: u32) -> bool {
     return v > bv || (v == bv && j < bj);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn argmax_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
+    let n = mu(W_N);
+    let R = mu(W_R);
     for (var o = linear_id(wid, nwg, lid); o < n; o = o + grid_stride(nwg)) {
         let base = kept_off(o).x;
         var bv = C(a[base]);
@@ -141,18 +138,18 @@ fn argmax_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
             let v = C(a[base + red_off(j).x]);
             if (better(v, j, bv, bj)) { bv = v; bj = j; }
         }
-        outi[mu(9u) + o] = i32(bj);
+        outi[mu(W_OFFSET_OUT) + o] = i32(bj);
     }
 }
 
-var<workgroup> shv: array<C, 256>;
-var<workgroup> shj: array<u32, 256>;
+var<workgroup> shv: array<C, WG>;
+var<workgroup> shj: array<u32, WG>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn argmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
+    let n = mu(W_N);
+    let R = mu(W_R);
     for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
         let base = kept_off(o).x;
         var bv = C(a[base]);
@@ -171,7 +168,7 @@ fn argmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             }
             workgroupBarrier();
         }
-        if (lid == 0u) { outi[mu(9u) + o] = i32(shj[0]); }
+        if (lid == 0u) { outi[mu(W_OFFSET_OUT) + o] = i32(shj[0]); }
         workgroupBarrier();
     }
 }
@@ -179,15 +176,15 @@ fn argmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 // softmax / log_softmax, numerically stable: m = max, s = sum exp(x - m) (exp of values <= 0).
 fn sm_write(ob: u32, j: u32, x: f32, m: f32, s: f32) {
     let o = ob + red_off(j).y;
-    if (OP == 1u) { out[o] = store_c(C((x - m) - log(s))); }
+    if (OP == SOFTMAX_LOG) { out[o] = store_c(C((x - m) - log(s))); }
     else { out[o] = store_c(C(exp(x - m) / s)); }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn softmax_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
+    let n = mu(W_N);
+    let R = mu(W_R);
     for (var o = linear_id(wid, nwg, lid); o < n; o = o + grid_stride(nwg)) {
         let b = kept_off(o);
         var m = f32(C(a[b.x]));
@@ -203,13 +200,13 @@ fn max_f(x: f32, y: f32) -> f32 {
     return y;
 }
 
-var<workgroup> shf: array<f32, 256>;
+var<workgroup> shf: array<f32, WG>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn softmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
-    let n = mu(0u);
-    let R = mu(3u);
+    let n = mu(W_N);
+    let R = mu(W_R);
     for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
         let b = kept_off(o);
         var m = f32(C(a[b.x]));

@@ -25,9 +25,23 @@ for epoch in range(3):
         opt.zero_grad(); loss.backward(); opt.step()
         first = loss.item() if first is None else first
 acc = accuracy(model, x_test, y_test)
-y = nr.matmul_bias_activation(x_test[:2], model.layers[0].weight, model.layers[0].bias, "gelu")
+y = nr.matmul_bias_activation(x_test[:2], model.layers[0].weight.T, model.layers[0].bias, "gelu")
 g, = nr.grad(y.sum(), [model.layers[0].weight], create_graph=True)
-assert g.shape == (64, 32) and isinstance(g.tolist(), list)
+assert g.shape == (32, 64) and isinstance(g.tolist(), list)   # torch's (out, in) layout
+sd = model.state_dict()
+back = nr.load(nr.save_bytes(sd), device="webgpu")           # safetensors without numpy
+model.load_state_dict(back)
+assert [back[k].tolist() == v.tolist() for k, v in sd.items()] == [True] * len(sd)
+import json, struct
+head = json.dumps({"h": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+half = nr.load(struct.pack("<Q", len(head)) + head + struct.pack("<2e", 1.5, -2.0),
+               device="webgpu", dtype="float32")["h"]
+assert half.dtype == nr.float32 and half.tolist() == [1.5, -2.0]
+from numr_web.data.text import char_corpus
+import random
+corpus = char_corpus(device="webgpu", text="def f(x):\n    return x\n" * 20)
+xb, yb = corpus.batch("train", 2, 8, random.Random(0))
+assert xb.shape == (2, 8) and corpus.vocab.decode(xb[0]) in corpus.vocab.decode(corpus.train)
 assert "numpy" not in sys.modules, "numpy was imported"
 print(f"OK loss {first:.3f} -> {loss.item():.3f} acc {acc:.3f}")
 assert loss.item() < first and acc > 0.8

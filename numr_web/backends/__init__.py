@@ -6,6 +6,7 @@ import importlib
 import os
 
 from ..errors import BackendUnavailableError, DeviceError
+from ..host import dlpack_device_type
 
 # device -> "module:Class" (relative to this package)
 REGISTRY = {
@@ -23,13 +24,17 @@ def _backend_class(device):
 
 
 def probe(device):
-    """(ok, description-or-reason) for one device; cached; never raises."""
-    if device not in _probes:
-        try:
-            _probes[device] = _backend_class(device).probe()
-        except Exception as e:  # a probe must never crash the caller
-            _probes[device] = (False, f"{type(e).__name__}: {e}")
-    return _probes[device]
+    """(ok, description-or-reason) for one device; never raises. A success is cached; a failure
+    is not (a browser's device can become ready later)."""
+    if device in _probes:
+        return _probes[device]
+    try:
+        result = _backend_class(device).probe()
+    except Exception as e:  # a probe must never crash the caller
+        result = (False, f"{type(e).__name__}: {e}")
+    if result[0]:
+        _probes[device] = result
+    return result
 
 
 def available_devices():
@@ -64,3 +69,15 @@ def get_backend(device):
                     f"Available devices: {available_devices()}")
             be = _instances[device] = _backend_class(device)()
     return be
+
+
+def backend_for_dlpack(obj):
+    """The backend of the device a DLPack producer's memory is on (None: not DLPack, or on a
+    device numr_web has no backend for, or that backend is unavailable here)."""
+    kind = dlpack_device_type(obj)
+    if kind is None:
+        return None
+    for device in REGISTRY:
+        if kind in _backend_class(device).dlpack_device_types and probe(device)[0]:
+            return get_backend(device)
+    return None

@@ -1,14 +1,24 @@
 """One array-module backend for numpy (cpu) and cupy (cuda): the primitives written once against
-`self.xp`. cupy_backend subclasses it and swaps in fused CUDA kernels where they pay."""
+`self.xp`. cupy_backend subclasses it and swaps in fused CUDA kernels where they pay.
+
+Elementwise ops map to the numpy function their vocabulary row names (numr_web.ops.registry);
+activations run the ACT table's numpy formulas. float16 is computed in float32 and rounded once
+(as torch does on the CPU).
+"""
 from __future__ import annotations
 
-from .base import Backend
+import warnings
+
 from ..ops.activations import ACT
+from ..ops.registry import family_names, numpy_function
+from .array_nn import ArrayNN
+from .base import Backend
 
 _NP_NAMES = {"bool": "bool_"}
+_FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
 
 
-class ArrayBackend(Backend):
+class ArrayBackend(ArrayNN, Backend):
     xp = None  # numpy or cupy, set by subclasses
 
     def __init__(self):
@@ -16,15 +26,34 @@ class ArrayBackend(Backend):
         from .. import dtypes
         self._np_dtype = {d: getattr(xp, _NP_NAMES.get(d.name, d.name)) for d in dtypes.ALL}
         self._our_dtype = {xp.dtype(v).char: d for d, v in self._np_dtype.items()}
-        self._unary = {"neg": xp.negative, "abs": xp.abs, "exp": xp.exp, "log": xp.log,
-                       "sqrt": xp.sqrt, "sin": xp.sin, "cos": xp.cos, "sign": xp.sign}
-        self._binary = {"add": xp.add, "sub": xp.subtract, "mul": xp.multiply,
-                        "div": xp.true_divide, "pow": xp.power, "maximum": xp.maximum,
-                        "minimum": xp.minimum, "eq": xp.equal, "ne": xp.not_equal, "lt": xp.less,
-                        "le": xp.less_equal, "gt": xp.greater, "ge": xp.greater_equal}
-        self._reduce = {"sum": xp.sum, "mean": xp.mean, "max": xp.max, "min": xp.min}
+        self._ufuncs = {}
+        self._compare = None
+        self._half, self._bool = xp.dtype(xp.float16), xp.dtype(xp.bool_)
+        # IEEE results (inf, NaN) are the answer, as in torch: silence numpy's warnings about
+        # them for numr_web's own code only (a filter, not the user's np.seterr; no per-op cost)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numr_web(\.|$)")
+
+    def _ufunc(self, op):
+        f = self._ufuncs.get(op)
+        if f is None:
+            f = self._ufuncs[op] = numpy_function(op, self.xp)
+        return f
+
+    def covers(self, family, name):
+        """Whether this backend runs the elementwise vocabulary row (tests/test_vocabulary.py)."""
+        try:
+            return callable(numpy_function(name, self.xp))
+        except AttributeError:
+            return False
+
+    def _widen(self, h):
+        """float16 -> float32 for computing; other dtypes unchanged."""
+        return h.astype(self.xp.float32) if h.dtype == self.xp.float16 else h
 
     # -- memory --------------------------------------------------------------------------------------
+    def adopts(self, obj):
+        return isinstance(obj, self.xp.ndarray)
+
     def from_host(self, host, dtype):
         xp, npd = self.xp, self._np_dtype[dtype]
         if hasattr(host, "buf"):  # HostArray
@@ -33,11 +62,20 @@ class ArrayBackend(Backend):
             return xp.array(arr, dtype=npd)
         return xp.array(host, dtype=npd)
 
+    def from_dlpack(self, obj):
+        return self.xp.from_dlpack(obj)
+
     def to_bytes(self, h):
         return self.to_numpy(h).tobytes()
 
     def dtype_of(self, h):
         return self._our_dtype[h.dtype.char]
+
+    def is_view(self, h):
+        return h.base is not None or not h.flags.c_contiguous
+
+    def copy(self, h):
+        return self.xp.array(h, copy=True, order="C")
 
     async def to_list_async(self, h):
         return self.to_list(h)
@@ -55,10 +93,10 @@ class ArrayBackend(Backend):
     def random(self, shape, dtype, seed, kind):
         rng = self.xp.random.default_rng(seed)
         npd = self._np_dtype[dtype]
+        native = npd in (self.xp.float32, self.xp.float64)
         if kind == "uniform":
-            return rng.random(shape, dtype=npd) if npd in (self.xp.float32, self.xp.float64) \
-                else rng.random(shape).astype(npd)
-        return rng.standard_normal(shape, dtype=npd) if npd in (self.xp.float32, self.xp.float64) \
+            return rng.random(shape, dtype=npd) if native else rng.random(shape).astype(npd)
+        return rng.standard_normal(shape, dtype=npd) if native \
             else rng.standard_normal(shape).astype(npd)
 
     # -- elementwise --------------------------------------------------------------------------------------
@@ -66,31 +104,42 @@ class ArrayBackend(Backend):
         return h.astype(self._np_dtype[dtype])
 
     def unary(self, op, h):
-        return self._unary[op](h)
+        f = self._ufuncs.get(op) or self._ufunc(op)
+        out = f(self._widen(h))
+        return self._asarray(out, h.dtype)
 
     def binary(self, op, a, b):
-        xp = self.xp
-        # keep a Python scalar from changing the dtype (numpy 2 already treats it as weak)
-        out = self._binary[op](a, b)
-        if type(out) is not xp.ndarray:      # 0-d inputs give numpy scalars
-            out = xp.asarray(out)
-        return out
+        f = self._ufuncs.get(op) or self._ufunc(op)
+        nd = self.xp.ndarray
+        ha, hb = type(a) is nd, type(b) is nd
+        dtype = a.dtype if ha else b.dtype
+        if dtype is self._half:                            # computed in float32, rounded once
+            a, b = (self._widen(a) if ha else a), (self._widen(b) if hb else b)
+        out = f(a, b)
+        if self._compare is None:
+            self._compare = frozenset(family_names("compare"))
+        return self._asarray(out, self._bool if op in self._compare else dtype)
+
+    def _asarray(self, out, dtype):
+        """0-d inputs give numpy scalars; float16 work comes back in float32: one rounding."""
+        if type(out) is self.xp.ndarray and out.dtype is dtype:
+            return out
+        return self.xp.asarray(out, dtype=dtype)
 
     def where(self, cond, a, b):
-        xp = self.xp
         dt = a.dtype if hasattr(a, "dtype") else b.dtype
-        return xp.where(cond, a, b).astype(dt, copy=False)
+        return self.xp.where(cond, a, b).astype(dt, copy=False)
 
-    def activation(self, name, z, order=0):
-        act = ACT[name]
-        if order == 0:
-            return act.fwd(self.xp, z.copy()).astype(z.dtype, copy=False)
-        return (act.dz if order == 1 else act.d2)(self.xp, z).astype(z.dtype, copy=False)
+    def activation(self, name, z, fn="fwd"):
+        f = getattr(ACT[name].np, _FN[fn])
+        zw = self._widen(z)
+        out = f(self.xp, zw.copy() if fn == "fwd" else zw)
+        return self._asarray(out, z.dtype)
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op, h, axes, keepdims):
-        out = self._reduce[op](h, axis=axes, keepdims=keepdims)
-        return self.xp.asarray(out, dtype=h.dtype)
+        out = getattr(self.xp, op)(self._widen(h), axis=axes, keepdims=keepdims)
+        return self._asarray(out, h.dtype)
 
     def argmax(self, h, axis, keepdims):
         xp = self.xp
@@ -102,37 +151,49 @@ class ArrayBackend(Backend):
 
     def softmax(self, h, axis, log):
         xp = self.xp
-        shifted = h - h.max(axis=axis, keepdims=True)
+        hw = self._widen(h)
+        m = hw.max(axis=axis, keepdims=True)
+        shifted = hw - xp.where(xp.isfinite(m), m, 0)       # rows of -inf stay -inf / nan
         e = xp.exp(shifted)
         s = e.sum(axis=axis, keepdims=True)
         if log:
             shifted -= xp.log(s)
-            return shifted
+            return self._asarray(shifted, h.dtype)
         e /= s
-        return e
+        return self._asarray(e, h.dtype)
 
     def one_hot(self, labels, n, dtype):
         xp = self.xp
         return (labels[..., None] == xp.arange(n, dtype=labels.dtype)).astype(self._np_dtype[dtype])
 
     # -- linear algebra ---------------------------------------------------------------------------
-    def matmul(self, a, b):
+    def _gemm(self, a, b):
+        """a @ b, with a's batch dims folded into its rows when b is one matrix: one BLAS call
+        instead of numpy's loop of small GEMMs over the batch."""
+        a, b = self._widen(a), self._widen(b)
+        if b.ndim == 2 and a.ndim > 2:
+            lead = a.shape[:-1]
+            a2 = a.reshape(-1, a.shape[-1])              # a copy only if a's rows are not dense
+            return self.xp.matmul(a2, b).reshape(lead + (b.shape[-1],))
         return self.xp.matmul(a, b)
 
-    def gemm_bias_act(self, a, b, bias, act):
-        z = self.xp.matmul(a, b)     # the GEMM runs once; bias and activation are applied in place
-        if bias is not None:
-            z += bias
-        row = ACT[act]
-        y = row.fwd(self.xp, z).astype(z.dtype, copy=False)
-        return y, (z if row.grad_from == "z" else None)
+    def matmul(self, a, b):
+        return self._asarray(self._gemm(a, b), a.dtype)
 
-    def act_backward(self, act, dy, y, z, with_bias_grad):
-        dz = ACT[act].d1(self.xp, dy, y, z).astype(dy.dtype, copy=False)
-        dbias = None
-        if with_bias_grad:
-            dbias = dz.reshape(-1, dz.shape[-1]).sum(axis=0)
-        return dz, dbias
+    def gemm_bias_act(self, a, b, bias, act):
+        row = ACT[act]
+        z = self._gemm(a, b)                                 # the GEMM runs once; bias and the
+        if bias is not None:                                  # activation are applied in place
+            z += self._widen(bias)
+        y = row.np.fwd(self.xp, z if row.saves == "y" else z.copy())
+        return self._asarray(y, a.dtype), (self._asarray(z, a.dtype) if row.saves == "z" else None)
+
+    def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        dz = ACT[act].np.d1(self.xp, self._widen(dy), self._widen(s),
+                            None if y is None else self._widen(y))
+        dbias = dz.sum(axis=tuple(range(dz.ndim - 1))) if bias_grad else None
+        dt = dy.dtype
+        return self._asarray(dz, dt), (None if dbias is None else self._asarray(dbias, dt))
 
     # -- shapes ----------------------------------------------------------------------------------------
     def reshape(self, h, shape):
@@ -156,4 +217,4 @@ class ArrayBackend(Backend):
         return self.xp.concatenate(hs, axis=axis)
 
     def contiguous(self, h):
-        return self.xp.ascontiguousarray(h)
+        return h if h.flags.c_contiguous else h.copy(order="C")   # (ascontiguousarray makes 0-d 1-d)

@@ -1,44 +1,28 @@
-"""The backend primitive interface.
+"""The backend primitive interface, and the capabilities a backend declares.
 
 A backend owns device memory and runs primitives on *handles* (its own array type). It never sees
-autograd, Python scalars are passed as plain numbers, and the engine has already validated shapes and
-dtypes (see numr_web.ops) before a primitive is called, so backends only check hardware limits.
+autograd; Python scalars arrive as plain numbers; the ops layer has validated shapes, dtypes and
+devices before a primitive is called, so backends only check hardware limits.
 
 Every handle exposes `.shape` (a tuple of ints). Dtypes are numr_web.dtypes.DType objects.
-Primitives return new handles; inputs are never modified.
-
-Names of the elementwise operations:
-  UNARY   neg abs exp log sqrt sin cos sign
-  BINARY  add sub mul div pow maximum minimum           (out dtype = input dtype)
-  COMPARE eq ne lt le gt ge                             (out dtype = bool)
-  REDUCE  sum mean max min
-  ACTIVATIONS: see numr_web.ops.activations.ACT (none relu sigmoid tanh silu gelu gelu_tanh)
+Primitives return new handles (views where noted); inputs are never modified.
+Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_names: "unary",
+"binary", "compare"); activation names from numr_web.ops.activations.ACT.
 """
 from __future__ import annotations
 
-import array
-
-UNARY = ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "sign")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-REDUCE = ("sum", "mean", "max", "min")
-
-
-class HostArray:
-    """Host data without numpy: a flat buffer (array.array / memoryview / bytes) plus a shape."""
-
-    __slots__ = ("buf", "shape", "dtype")
-
-    def __init__(self, buf, shape, dtype):
-        self.buf, self.shape, self.dtype = buf, tuple(shape), dtype
+from ..errors import ShapeError
+from ..host import HostArray, buffer_values
 
 
 class Backend:
     """Abstract backend. `device` is the public device name ("cpu", "cuda", "webgpu")."""
 
     device = "?"
+    # -- capabilities (declared, never sniffed by the layers above) --------------------------------
+    can_block = True              # synchronous readback (t.item(), t.tolist()) works
+    dlpack_device_types = ()      # DLPack device types this backend imports (1 CPU, 2 CUDA)
 
-    # -- availability --------------------------------------------------------------------------
     @classmethod
     def probe(cls):
         """Return (True, description) if usable here, else (False, reason). Must never raise."""
@@ -48,11 +32,65 @@ class Backend:
         """Details for `numr-web info` (library versions, adapter name, limits...)."""
         return {}
 
+    def adopts(self, obj) -> bool:
+        """Whether `obj` (a foreign array) can become a handle of this backend as it is."""
+        return False
+
+    # -- checks on values, without a readback --------------------------------------------------------
+    _checks = None                # message -> 0-d bool handle (true: the check failed)
+
+    def check_later(self, flag, message):
+        """Report ShapeError(message) if the 0-d bool handle `flag` is true: at the next readback
+        (a GPU backend must not wait for the device here), like CUDA's device-side asserts."""
+        if flag is None:
+            return
+        if self._checks is None:
+            self._checks = {}
+        prev = self._checks.get(message)
+        self._checks[message] = flag if prev is None else self.binary("maximum", prev, flag)
+
+    def _take_checks(self):
+        checks, self._checks = self._checks, None
+        return checks or {}
+
+    def raise_failed_checks(self):
+        """Called by every synchronous readback before it reads."""
+        for message, flag in self._take_checks().items():
+            if self.to_bytes_unchecked(flag) != b"\x00":
+                raise ShapeError(message)
+
+    async def raise_failed_checks_async(self):
+        for message, flag in self._take_checks().items():
+            if await self.read_bytes_unchecked_async(flag) != b"\x00":
+                raise ShapeError(message)
+
+    def to_bytes_unchecked(self, h) -> bytes:
+        return self.to_bytes(h)
+
+    async def read_bytes_unchecked_async(self, h) -> bytes:
+        return await self.read_bytes_async(h)
+
+    def check_dtype(self, dtype):
+        """Raise DTypeError (saying what to use instead) if this device cannot hold `dtype`."""
+
+    def max_elements(self, dtype) -> int:
+        """The largest tensor of `dtype` this device can allocate (checked before allocating)."""
+        return 2 ** 62
+
     # -- memory ----------------------------------------------------------------------------------
     def from_host(self, host, dtype):
-        """Upload. `host` is a numpy.ndarray (only where numpy exists) or a HostArray; its values
-        are already of `dtype` (the engine converts)."""
+        """Upload. `host` is a numpy.ndarray (only where numpy exists), an adopted array, or a
+        HostArray; its values are already of `dtype` (numr_web.host converts)."""
         raise NotImplementedError
+
+    def from_dlpack(self, obj):
+        raise NotImplementedError
+
+    def transfer_from(self, src, h):
+        """A handle of this backend with the values of `src`'s handle h (through the host)."""
+        h = src.contiguous(h)
+        dtype = src.dtype_of(h)
+        return self.from_host(HostArray(src.to_bytes(h), h.shape, dtype), dtype)
 
     def to_bytes(self, h) -> bytes:
         """Download a handle as C-contiguous raw bytes of its dtype (synchronous)."""
@@ -78,6 +116,14 @@ class Backend:
         """The DType of a handle."""
         raise NotImplementedError
 
+    def is_view(self, h) -> bool:
+        """Whether h may share memory with another handle (a reshape, slice, expand...)."""
+        raise NotImplementedError
+
+    def copy(self, h):
+        """A new dense handle with h's values."""
+        raise NotImplementedError
+
     # -- creation ----------------------------------------------------------------------------------
     def full(self, shape, value, dtype): raise NotImplementedError
     def arange(self, start, stop, step, dtype): raise NotImplementedError
@@ -90,13 +136,14 @@ class Backend:
     def unary(self, op, h): raise NotImplementedError
     def binary(self, op, a, b):
         """a, b: handles of one dtype with broadcast-compatible shapes, or one of them a Python
-        number. Output has the broadcast shape."""
+        number. Output has the broadcast shape (bool for "compare" ops)."""
         raise NotImplementedError
     def where(self, cond, a, b):
         """cond: bool handle; a, b: handles (or numbers) of one dtype; broadcasting."""
         raise NotImplementedError
-    def activation(self, name, z, order=0):
-        """act^(order)(z) elementwise for order 0 (the activation), 1 and 2 (its derivatives)."""
+    def activation(self, name, z, fn="fwd"):
+        """fn(z) elementwise for one ACT row: fn in "fwd" (the activation), "dz" (act'), "d2"
+        (act''), "ds" (d/ds of act' written in the saved output; "y" rows)."""
         raise NotImplementedError
 
     # -- reductions ----------------------------------------------------------------------------------
@@ -110,7 +157,7 @@ class Backend:
         """Numerically stable softmax / log_softmax along one non-negative axis."""
         raise NotImplementedError
     def one_hot(self, labels, n, dtype):
-        """labels: int32 handle of shape S (values already checked in [0, n)); out: S + (n,)."""
+        """labels: int32 handle of shape S; out: S + (n,), rows of labels outside [0, n) zero."""
         raise NotImplementedError
 
     # -- linear algebra ----------------------------------------------------------------------------
@@ -119,15 +166,49 @@ class Backend:
         raise NotImplementedError
     def gemm_bias_act(self, a, b, bias, act):
         """Fused act(a @ b + bias). a (..., M, K); b (K, N) or (..., K, N); bias (N,) or None.
-        Returns (y, z): z is the pre-activation when ACT[act].grad_from == "z", else None
-        (the derivative is then computed from y)."""
+        Returns (y, z): z is the pre-activation when ACT[act].saves == "z", else None."""
         raise NotImplementedError
-    def act_backward(self, act, dy, y, z, with_bias_grad):
-        """dz = dy * act'(.) in one pass. y: the forward output; z: the pre-activation when
-        ACT[act].grad_from == "z" (else None). Derivatives use y where the table says so
-        (tanh' = 1 - y²), and gelu reuses Φ(z) = y / z instead of recomputing erf.
-        Returns (dz, dbias) where dbias = dz summed over all but the last axis when with_bias_grad,
-        else None."""
+    def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        """dz = dy * act'(.) in one pass from the saved tensor s (y or z as ACT[act].saves says;
+        y may be given as a hint besides z). Returns (dz, dbias): dbias is dz summed over all
+        but the last axis when bias_grad, else None."""
+        raise NotImplementedError
+
+    # -- indexing ----------------------------------------------------------------------------------
+    def gather(self, h, axis, index):
+        """out[..., i, ...] = h[..., index[..., i, ...], ...] along `axis` (torch.gather): index is
+        int32 of h's ndim (values checked by the ops layer), its other dims at most h's."""
+        raise NotImplementedError
+    def scatter_add(self, shape, axis, index, src):
+        """Zeros of `shape` with src added at `index` along `axis` (the adjoint of gather),
+        deterministically (a fixed summation order, no float atomics)."""
+        raise NotImplementedError
+
+    # -- normalization, attention, convolution -----------------------------------------------------
+    def layer_norm(self, x, weight, bias, k, eps, rms):
+        """Normalise x over its last k dims (flattened to one row per leading index):
+        (x - mean) * rstd * weight + bias, or x * rstd * weight for RMSNorm (rms=True; no mean).
+        weight/bias: handles of the normalised shape, or None. Returns (y, mean or None, rstd)
+        with mean/rstd of x's leading shape (the backward reuses them)."""
+        raise NotImplementedError
+    def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
+        """(dx, dweight, dbias) in one pass over dy and x (dweight/dbias None without weight)."""
+        raise NotImplementedError
+    def attention(self, q, k, v, mask, causal, scale):
+        """softmax(q @ k^T * scale + mask) @ v over the last two dims, batch dims alike.
+        mask: None, a bool handle (True: attend) or a float handle (added), broadcastable to
+        (..., Tq, Tk); causal: mask out k positions after the q position. Returns (out, lse): the
+        log-sum-exp of each score row, which the backward uses to recompute the probabilities."""
+        raise NotImplementedError
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        """(dq, dk, dv)."""
+        raise NotImplementedError
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
+        """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold); padding reads
+        pad_value (0 for convolution, -inf for max pooling)."""
+        raise NotImplementedError
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+        """The adjoint of im2col: columns summed back into an (N, C, H, W) tensor (torch's fold)."""
         raise NotImplementedError
 
     # -- shapes and copies -------------------------------------------------------------------------
@@ -150,13 +231,17 @@ class Backend:
 
 
 def _bytes_to_list(data, dtype, shape):
-    return nest(memoryview(data).cast("B").cast(dtype.typecode).tolist(), shape)
+    return nest(buffer_values(data, dtype), shape)
 
 
 def nest(flat, shape):
     """Flat list -> nested lists of `shape` (shape () gives the scalar)."""
     if not shape:
         return flat[0]
+    if 0 in shape:                     # no values: build the empty nesting from the shape
+        def empty(dims):
+            return [] if dims[0] == 0 else [empty(dims[1:]) for _ in range(dims[0])]
+        return empty(shape)
     for d in reversed(shape[1:]):
         flat = [flat[i:i + d] for i in range(0, len(flat), d)]
     return flat

@@ -1,16 +1,28 @@
 """The cpu device: numpy. The reference semantics every other backend is tested against."""
 from __future__ import annotations
 
+import os
+
+from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
+
+
+def _physical_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not POSIX (e.g. the browser): no limit known
+        return 2 ** 62
 
 
 class NumpyBackend(ArrayBackend):
     device = "cpu"
+    dlpack_device_types = (1,)     # kDLCPU
 
     def __init__(self):
         import numpy
         self.xp = numpy
         super().__init__()
+        self._memory = _physical_memory()
 
     @classmethod
     def probe(cls):
@@ -32,6 +44,20 @@ class NumpyBackend(ArrayBackend):
         except ImportError:
             pass
         return d
+
+    def max_elements(self, dtype):
+        return self._memory // dtype.itemsize
+
+    def full(self, shape, value, dtype):
+        try:
+            return super().full(shape, value, dtype)
+        except MemoryError:
+            raise BackendLimitError(f"not enough memory for a {dtype.name} tensor of shape "
+                                    f"{tuple(shape)}") from None
+
+    def check_later(self, flag, message):
+        if bool(flag):                 # the values are on the host: check at once
+            raise ShapeError(message)
 
     def to_numpy(self, h):
         return h

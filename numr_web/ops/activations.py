@@ -1,103 +1,95 @@
-"""The activation table: one row per activation, used by the unfused ops (nr.relu, ...), the fused
-GEMM epilogue and its backward, on every backend.
+"""THE activation table: one row per activation holds everything about it, for every backend.
 
-Each row gives
-  * `grad_from`: "y" when act'(z) is cheapest from the output (tanh' = 1 - y²), "z" when the
-    pre-activation must be saved;
-  * numpy/cupy formulas (`xp` is the array module): `fwd(xp, z)` may overwrite z; `d1(xp, dy, s)` is
-    dz = dy * act'(.) from the saved tensor `s`; `d2(xp, z)` is act''(z) (for create_graph);
-    `dz(xp, z)` is act'(z) from z (for the unfused first-derivative op);
-  * `code`: the integer selecting the activation in shaders/act.wgsl and the CUDA kernels (ACT_*).
-Conventions are PyTorch's: relu'(0) = 0; `gelu` is exact (erf), `gelu_tanh` the tanh form.
-Every formula is overflow-safe for any finite input (sigmoid through tanh, never exp(-z)).
+A row gives
+  * `saves`: the tensor the fused backward reads besides dy: "y" (the output) when act'(z) is
+    cheapest from it (tanh' = 1 - y²), "z" (the pre-activation) otherwise;
+  * five functions, each in three languages (numpy/cupy code, WGSL, CUDA C++):
+        fwd(z)     the activation
+        dz(z)      act'(z)
+        d2(z)      act''(z)                                     (second-order gradients)
+        d1(dy, s)  dy * act'(.) computed from the saved tensor s (the fused backward)
+        ds(s)      d/ds of the factor act'(.) written in s      ("y" rows only; for "z" rows it is d2)
+The WGSL and CUDA dispatch (`switch` on the activation) is generated from these rows
+(numr_web/backends/webgpu/codegen.py, numr_web/backends/cuda/codegen.py); a code string is an
+expression, or a function body when it contains `return`. WGSL sees f32 `z`/`dy`/`s` and the helpers
+of shaders/act.wgsl; CUDA sees the compute type `C` and the helpers of backends/cuda/kernels.cu.
+numpy functions take the array module `xp` first; `fwd` may overwrite its argument and `d1` gets
+the output `y` as an optional hint (exact GELU recovers Phi(z) = y / z from it instead of a second erf).
+
+Conventions are PyTorch's: relu'(0) = 0; `gelu` is exact (erf), `gelu_tanh` the tanh form;
+leaky_relu's slope is 0.01, elu's alpha 1, softplus has beta 1 and threshold 20.
+Every formula is overflow-safe for any finite input.
 """
 from __future__ import annotations
 
 import math
 
+from ..errors import NumrError
+from ._erf import erf
+
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
+SOFTPLUS_THRESHOLD = 20.0
+LEAKY_SLOPE = 0.01
 
 
-# -- erf -------------------------------------------------------------------------------------------
-# numpy has no erf. float64: the C library's erf (math.erf, <= 1 ulp), vectorised.
-# float32/float16: scipy.special.erf when installed (fast), else the float64 series below rounded
-# once to float32 (measured 0 ulp from math.erf on 400k points; bound stated as <= 1 ulp):
-#   |x| < 0.5:      alternating Taylor series;
-#   0.5 <= |x| <= 3: 2/sqrt(pi) exp(-x²) sum 2^n x^(2n+1)/(2n+1)!!, a series of positive terms;
-#   |x| > 3:        erfc by its Laplace continued fraction (60 terms).
-# tests/test_activations.py checks both bounds.
-def erf(xp, x):
-    if xp.__name__ != "numpy":
-        import cupyx.scipy.special as cs  # cupy ships erf
-        return cs.erf(x)
-    if x.dtype == xp.float64:
-        return _erf_f64(xp, x)
-    try:  # scipy is optional; never required
-        from scipy.special import erf as _scipy_erf
-    except ImportError:
-        return _erf_series(xp, x)
-    return _scipy_erf(x).astype(x.dtype, copy=False)
+class UnknownActivationError(NumrError, ValueError):
+    """An activation name not in the ACT table."""
 
 
-_erf_ufunc = None
+class Code:
+    """One activation's five functions in one language (None: not defined for this row)."""
+    __slots__ = ("fwd", "dz", "d2", "d1", "ds")
+
+    def __init__(self, fwd, dz, d2, d1=None, ds=None):
+        self.fwd, self.dz, self.d2, self.d1, self.ds = fwd, dz, d2, d1, ds
 
 
-def _erf_f64(xp, x):
-    global _erf_ufunc
-    if _erf_ufunc is None:
-        _erf_ufunc = xp.frompyfunc(math.erf, 1, 1)
-    return _erf_ufunc(x).astype(xp.float64)
+class Act:
+    __slots__ = ("name", "saves", "np", "wgsl", "cuda", "smooth")
+
+    def __init__(self, name, saves, np, wgsl, cuda, smooth=True):
+        if saves not in ("y", "z"):
+            raise ValueError(f"activation {name}: saves must be 'y' or 'z'")
+        if saves == "y" and None in (np.d1, np.ds, wgsl.d1, wgsl.ds, cuda.d1, cuda.ds):
+            raise ValueError(f"activation {name} saves y: it needs d1 and ds in every language")
+        self.name, self.saves, self.np, self.wgsl, self.cuda = name, saves, np, wgsl, cuda
+        self.smooth = smooth       # False: a kink (finite differences must avoid it)
+
+    @property
+    def code(self):
+        """Index of the row: the activation's number in generated WGSL and CUDA."""
+        return list(ACT).index(self.name)
+
+    def __repr__(self):
+        return f"Act({self.name!r})"
 
 
-def _erf_series(xp, x):
-    dt = x.dtype
-    x64 = xp.asarray(x, dtype=xp.float64)
-    ax = xp.abs(x64)
-    out = xp.empty_like(x64)
-    tiny = ax < 0.5                   # alternating Taylor series: terms shrink fast, no cancellation
-    xs = ax[tiny]
-    x2 = xs * xs
-    term, total, n = xs.copy(), xs.copy(), 0
-    while term.size and (xp.abs(term) > total * 1e-18).any():
-        n += 1
-        term *= -x2 * (2 * n - 1) / (n * (2 * n + 1))
-        total += term
-    out[tiny] = (2.0 / math.sqrt(math.pi)) * total
-    mid = (ax >= 0.5) & (ax <= 3.0)    # positive-term series times exp(-x²)
-    xs = ax[mid]
-    x2 = xs * xs
-    term, total, n = xs.copy(), xs.copy(), 0
-    while term.size and (term > total * 1e-18).any():
-        n += 1
-        term *= 2.0 * x2 / (2 * n + 1)
-        total += term
-    out[mid] = (2.0 / math.sqrt(math.pi)) * _exp_neg_sq(xp, xs) * total
-    big = ax > 3.0                     # Laplace continued fraction for erfc
-    xl = ax[big]
-    f = xl.copy()
-    for k in range(60, 0, -1):
-        f = xl + (k / 2.0) / f
-    out[big] = 1.0 - _exp_neg_sq(xp, xl) / (math.sqrt(math.pi) * f)
-    out = xp.copysign(out, x64)
-    return out.astype(dt, copy=False)
+# -- numpy helpers ----------------------------------------------------------------------------------
+def _exp_neg_abs(xp, z):
+    e = xp.abs(z)
+    xp.negative(e, out=e)
+    return xp.exp(e, out=e)                    # exp(-|z|) <= 1: never overflows
 
 
-def _exp_neg_sq(xp, x):
-    # exp(-x²) without the rounding error of x*x: hi has 24 significant bits, so hi*hi is exact
-    hi = x.astype(xp.float32).astype(xp.float64)
-    return xp.exp(-hi * hi) * xp.exp(-(x - hi) * (x + hi))
+def _sigmoid(xp, z):
+    # 1 / (1 + e) for z >= 0, e / (1 + e) below, e = exp(-|z|): accurate down to the subnormals
+    e = _exp_neg_abs(xp, z)
+    d = e + 1
+    num = xp.where(z >= 0, xp.ones_like(e), e)
+    return xp.divide(num, d, out=num)
 
 
-def _sigmoid(xp, z, out=None):
-    # 0.5 + 0.5 tanh(z/2): no overflow for any z (exp(-z) overflows for z < -88 in float32)
-    out = xp.multiply(z, 0.5, out=out)
-    xp.tanh(out, out=out)
-    out *= 0.5
-    out += 0.5
-    return out
+def _sigmoid_pair(xp, z):
+    s = _sigmoid(xp, z)
+    return s, _sigmoid(xp, -z)                 # (s, 1 - s) without cancellation
+
+
+def _softplus(xp, z):
+    small = xp.minimum(z, SOFTPLUS_THRESHOLD)
+    return xp.where(z > SOFTPLUS_THRESHOLD, z, xp.log1p(xp.exp(small)))
 
 
 def _phi_cdf(xp, z):
@@ -115,73 +107,52 @@ def _phi_pdf(xp, z):
     return p
 
 
-# -- forward (fwd may overwrite z when grad_from == "y") ---------------------------------------------
-def _relu_fwd(xp, z):
-    return xp.maximum(z, 0, out=z)
-
-
-def _silu_fwd(xp, z):
-    y = _sigmoid(xp, z)
-    y *= z
-    return y
-
-
 def _gelu_fwd(xp, z):
     y = _phi_cdf(xp, z)
     y *= z
     return y
 
 
-def _gelu_tanh_inner(xp, z):
+def _gelu_dz(xp, z):
+    d = _phi_pdf(xp, z)                        # Phi(z) + z phi(z)
+    d *= z
+    d += _phi_cdf(xp, z)
+    return d
+
+
+def _gelu_d1(xp, dy, z, y=None):
+    if y is None:
+        d = _gelu_dz(xp, z)
+    else:                                      # Phi(z) = y / z from the output: no second erf
+        with xp.errstate(divide="ignore", invalid="ignore"):
+            cdf = xp.divide(y, z)
+        cdf = xp.where(xp.abs(z) > 1e-30, cdf, 0.5).astype(z.dtype, copy=False)
+        d = _phi_pdf(xp, z)
+        d *= z
+        d += cdf
+    d *= dy
+    return d
+
+
+def _gelu_tanh_t(xp, z):
     u = xp.multiply(z, z)
     u *= GELU_A
     u += 1
     u *= z
     u *= GELU_C
-    return xp.tanh(u, out=u)           # t = tanh(c (z + a z³))
+    return xp.tanh(u, out=u)                   # t = tanh(c (z + a z³))
 
 
 def _gelu_tanh_fwd(xp, z):
-    y = _gelu_tanh_inner(xp, z)
+    y = _gelu_tanh_t(xp, z)
     y += 1
     y *= z
     y *= 0.5
     return y
 
 
-# -- act'(z) given z ---------------------------------------------------------------------------------
-def _relu_dz(xp, z):
-    return (z > 0).astype(z.dtype)
-
-
-def _sigmoid_dz(xp, z):
-    s = _sigmoid(xp, z)
-    return s * (1 - s)
-
-
-def _tanh_dz(xp, z):
-    t = xp.tanh(z)
-    return 1 - t * t
-
-
-def _silu_dz(xp, z):
-    s = _sigmoid(xp, z)
-    d = 1 - s                          # s (1 + z (1 - s))
-    d *= z
-    d += 1
-    d *= s
-    return d
-
-
-def _gelu_dz(xp, z):
-    d = _phi_pdf(xp, z)                # Φ(z) + z φ(z)
-    d *= z
-    d += _phi_cdf(xp, z)
-    return d
-
-
 def _gelu_tanh_dz(xp, z):
-    t = _gelu_tanh_inner(xp, z)        # 0.5 (1 + t) + 0.5 z (1 - t²) c (1 + 3 a z²)
+    t = _gelu_tanh_t(xp, z)                    # 0.5 (1 + t) + 0.5 z (1 - t²) c (1 + 3 a z²)
     du = xp.multiply(z, z)
     du *= 3 * GELU_A
     du += 1
@@ -193,78 +164,54 @@ def _gelu_tanh_dz(xp, z):
     return du
 
 
-# -- dz = dy * act'(.), one pass, from the output y and (grad_from "z") the pre-activation z -----------
-def _relu_d1(xp, dy, y, z):
-    return xp.where(y > 0, dy, 0).astype(dy.dtype, copy=False)   # relu'(0) = 0
+def _gelu_tanh_d2(xp, z):
+    t = _gelu_tanh_t(xp, z)                    # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
+    du = GELU_C * (1 + 3 * GELU_A * z * z)
+    ddu = 6 * GELU_C * GELU_A * z
+    return (1 - t * t) * (du + 0.5 * z * (ddu - 2 * t * du * du))
 
 
-def _sigmoid_d1(xp, dy, y, z):
-    d = 1 - y
-    d *= y
-    d *= dy
-    return d
+def _silu_dz(xp, z):
+    s, q = _sigmoid_pair(xp, z)                # s (1 + z (1 - s))
+    q *= z
+    q += 1
+    q *= s
+    return q
 
 
-def _tanh_d1(xp, dy, y, z):
-    d = xp.multiply(y, y)
-    xp.subtract(1, d, out=d)
-    d *= dy
-    return d
+def _silu_d2(xp, z):
+    s, q = _sigmoid_pair(xp, z)                # s (1 - s) (2 + z (1 - 2 s))
+    return s * q * (2 + z * (q - s))
 
 
-def _gelu_d1(xp, dy, y, z):
-    # Φ(z) + z φ(z) with Φ(z) = y / z recovered from the output (to ~1 ulp): no second erf
-    with xp.errstate(divide="ignore", invalid="ignore") if hasattr(xp, "errstate") else _null():
-        cdf = xp.divide(y, z)
-    cdf = xp.where(xp.abs(z) > 1e-30, cdf, 0.5).astype(z.dtype, copy=False)
-    d = _phi_pdf(xp, z)
-    d *= z
-    d += cdf
-    d *= dy
-    return d
+def _mish_parts(xp, z):
+    t = xp.tanh(_softplus(xp, z))
+    s, q = _sigmoid_pair(xp, z)
+    return t, 1 - t * t, s, q
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+def _mish_dz(xp, z):
+    t, sech2, s, _ = _mish_parts(xp, z)        # tanh(sp) + z sech²(sp) sigmoid(z)
+    return t + z * sech2 * s
 
 
-def _from_z(dz_fn):
-    def d1(xp, dy, y, z):
+def _mish_d2(xp, z):
+    t, sech2, s, q = _mish_parts(xp, z)        # sech²(sp) [2 s + z s ((1 - s) - 2 t s)]
+    return sech2 * (2 * s + z * s * (q - 2 * t * s))
+
+
+def _relu_fwd(xp, z):
+    xp.copyto(z, 0, where=z < 0)               # -0.0 and NaN pass through, as in torch
+    return z
+
+
+def _times_dy(dz_fn):
+    """d1 for "z" rows: dy * act'(z)."""
+    def d1(xp, dy, z, y=None):
         d = dz_fn(xp, z)
         d *= dy
         return d
     return d1
-
-
-# -- act''(z) --------------------------------------------------------------------------------------
-def _sigmoid_d2(xp, z):
-    s = _sigmoid(xp, z)
-    return s * (1 - s) * (1 - 2 * s)
-
-
-def _tanh_d2(xp, z):
-    t = xp.tanh(z)
-    return -2 * t * (1 - t * t)
-
-
-def _silu_d2(xp, z):
-    s = _sigmoid(xp, z)
-    return s * (1 - s) * (2 + z * (1 - 2 * s))
-
-
-def _gelu_d2(xp, z):
-    return _phi_pdf(xp, z) * (2 - z * z)
-
-
-def _gelu_tanh_d2(xp, z):
-    t = _gelu_tanh_inner(xp, z)        # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
-    du = GELU_C * (1 + 3 * GELU_A * z * z)
-    ddu = 6 * GELU_C * GELU_A * z
-    return (1 - t * t) * (du + 0.5 * z * (ddu - 2 * t * du * du))
 
 
 def _zeros(xp, z):
@@ -275,39 +222,145 @@ def _ones(xp, z):
     return xp.ones_like(z)
 
 
-class Act:
-    __slots__ = ("name", "code", "grad_from", "fwd", "d1", "dz", "d2", "smooth")
-
-    def __init__(self, name, code, grad_from, fwd, d1, dz, d2, smooth=True):
-        self.name, self.code, self.grad_from = name, code, grad_from
-        self.fwd, self.d1, self.dz, self.d2, self.smooth = fwd, d1, dz, d2, smooth
-
-    def __repr__(self):
-        return f"Act({self.name!r})"
+def _np(fwd, dz, d2, d1=None, ds=None):
+    return Code(fwd, dz, d2, d1 or _times_dy(dz), ds)
 
 
+# -- THE TABLE ----------------------------------------------------------------------------------------
 ACT = {a.name: a for a in (
-    #   name        code grad_from fwd (may overwrite z)        dz=dy*act'          act'(z)        act''(z)
-    Act("none",      0, "y", lambda xp, z: z,                  lambda xp, dy, y, z: dy, _ones,        _zeros),
-    Act("relu",      1, "y", _relu_fwd,                         _relu_d1,            _relu_dz,      _zeros, smooth=False),
-    Act("sigmoid",   2, "y", lambda xp, z: _sigmoid(xp, z, z),  _sigmoid_d1,         _sigmoid_dz,   _sigmoid_d2),
-    Act("tanh",      3, "y", lambda xp, z: xp.tanh(z, out=z),   _tanh_d1,            _tanh_dz,      _tanh_d2),
-    Act("silu",      4, "z", _silu_fwd,                         _from_z(_silu_dz),   _silu_dz,      _silu_d2),
-    Act("gelu",      5, "z", _gelu_fwd,                         _gelu_d1,            _gelu_dz,      _gelu_d2),
-    Act("gelu_tanh", 6, "z", _gelu_tanh_fwd,                    _from_z(_gelu_tanh_dz), _gelu_tanh_dz, _gelu_tanh_d2),
+    Act("none", "y",
+        np=_np(lambda xp, z: z, _ones, _zeros,
+               d1=lambda xp, dy, s, y=None: dy, ds=_zeros),
+        wgsl=Code("z", "1.0", "0.0", d1="dy", ds="0.0"),
+        cuda=Code("z", "C(1)", "C(0)", d1="dy", ds="C(0)")),
+    Act("relu", "y", smooth=False,
+        np=_np(_relu_fwd,
+               lambda xp, z: (z > 0).astype(z.dtype), _zeros,
+               d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, 0).astype(dy.dtype, copy=False),
+               ds=_zeros),
+        wgsl=Code("select(z, 0.0, z < 0.0)", "select(0.0, 1.0, z > 0.0)", "0.0",
+                  d1="select(0.0, dy, s > 0.0)", ds="0.0"),
+        cuda=Code("z < C(0) ? C(0) : z", "z > C(0) ? C(1) : C(0)", "C(0)",
+                  d1="s > C(0) ? dy : C(0)", ds="C(0)")),
+    Act("sigmoid", "y",
+        np=_np(_sigmoid, lambda xp, z: xp.multiply(*_sigmoid_pair(xp, z)),
+               lambda xp, z: (lambda s, q: s * q * (q - s))(*_sigmoid_pair(xp, z)),
+               d1=lambda xp, dy, s, y=None: dy * (1 - s) * s, ds=lambda xp, s: 1 - 2 * s),
+        wgsl=Code("sigmoid_s(z)", "sigmoid_d_s(z)",
+                  "let sp = sig_pair(z); return sigmoid_d_s(z) * (sp.y - sp.x);",
+                  d1="dy * (s * (1.0 - s))", ds="1.0 - 2.0 * s"),
+        cuda=Code("sigm(z)", "C s = sigm(z); return s * (C(1) - s);",
+                  "C s = sigm(z); return s * (C(1) - s) * (C(1) - C(2) * s);",
+                  d1="dy * s * (C(1) - s)", ds="C(1) - C(2) * s")),
+    Act("tanh", "y",
+        np=_np(lambda xp, z: xp.tanh(z, out=z), lambda xp, z: 1 - xp.tanh(z) ** 2,
+               lambda xp, z: (lambda t: -2 * t * (1 - t * t))(xp.tanh(z)),
+               d1=lambda xp, dy, s, y=None: dy * (1 - s * s), ds=lambda xp, s: -2 * s),
+        wgsl=Code("tanh_s(z)", "sech2_s(z)", "-2.0 * tanh_s(z) * sech2_s(z)",
+                  d1="dy * (1.0 - s * s)", ds="-2.0 * s"),
+        cuda=Code("m_tanh(z)", "C t = m_tanh(z); return C(1) - t * t;",
+                  "C t = m_tanh(z); return C(-2) * t * (C(1) - t * t);",
+                  d1="dy * (C(1) - s * s)", ds="C(-2) * s")),
+    Act("silu", "z",
+        np=_np(lambda xp, z: z * _sigmoid(xp, z), _silu_dz, _silu_d2),
+        wgsl=Code("z * sigmoid_s(z)",
+                  "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
+                  "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
+        cuda=Code("z * sigm(z)", "C s = sigm(z); return s * (C(1) + z * (C(1) - s));",
+                  "C s = sigm(z); C q = s * (C(1) - s); "
+                  "return q == C(0) ? C(0) : q * (C(2) + z * (C(1) - C(2) * s));")),
+    Act("gelu", "z",
+        np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
+        wgsl=Code("z * phi_cdf(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
+        cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
+                  "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
+    Act("gelu_tanh", "z",
+        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2),
+        wgsl=Code("z * sigmoid_s(2.0 * gelu_tanh_u(z))",
+                  "let u = gelu_tanh_u(z);\n"
+                  "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
+                  "    if (abs(u) > 40.0) { second = 0.0; }   // sech² underflowed: no 0 * inf\n"
+                  "    return sigmoid_s(2.0 * u) + second;",
+                  "let u = gelu_tanh_u(z);\n"
+                  "    if (abs(u) > 40.0) { return 0.0; }\n"
+                  "    let du = gelu_tanh_du(z);\n"
+                  "    let ddu = 6.0 * GELU_C * GELU_A * z;\n"
+                  "    return sech2_s(u) * (du + 0.5 * z * (ddu - 2.0 * tanh_s(u) * du * du));"),
+        cuda=Code("C(0.5) * z * (C(1) + gelu_tanh_t(z))",
+                  "C t = gelu_tanh_t(z), sech2 = C(1) - t * t; C r = C(0.5) * (C(1) + t);\n"
+                  "    if (sech2 != C(0)) r += C(0.5) * z * sech2 * C(K_GELU_C) * "
+                  "(C(1) + C(3.0 * K_GELU_A) * z * z);\n    return r;",
+                  "C t = gelu_tanh_t(z), sech2 = C(1) - t * t;\n"
+                  "    if (sech2 == C(0)) return C(0);\n"
+                  "    C du = C(K_GELU_C) * (C(1) + C(3.0 * K_GELU_A) * z * z);\n"
+                  "    C ddu = C(6.0 * K_GELU_C * K_GELU_A) * z;\n"
+                  "    return sech2 * (du + C(0.5) * z * (ddu - C(2) * t * du * du));")),
+    Act("leaky_relu", "y", smooth=False,
+        np=_np(lambda xp, z: xp.where(z > 0, z, z * LEAKY_SLOPE).astype(z.dtype, copy=False),
+               lambda xp, z: xp.where(z > 0, 1.0, LEAKY_SLOPE).astype(z.dtype), _zeros,
+               d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * LEAKY_SLOPE).astype(
+                   dy.dtype, copy=False),
+               ds=_zeros),
+        wgsl=Code("select(0.01 * z, z, z > 0.0)", "select(0.01, 1.0, z > 0.0)", "0.0",
+                  d1="select(0.01 * dy, dy, s > 0.0)", ds="0.0"),
+        cuda=Code("z > C(0) ? z : C(0.01) * z", "z > C(0) ? C(1) : C(0.01)", "C(0)",
+                  d1="s > C(0) ? dy : C(0.01) * dy", ds="C(0)")),
+    Act("elu", "y", smooth=False,
+        np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.minimum(z, 0))).astype(z.dtype,
+                                                                                  copy=False),
+               lambda xp, z: xp.where(z > 0, 1.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
+               lambda xp, z: xp.where(z > 0, 0.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
+               d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * (s + 1)).astype(
+                   dy.dtype, copy=False),
+               ds=lambda xp, s: (s <= 0).astype(s.dtype)),
+        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp(min(z, 0.0)), 1.0, z > 0.0)",
+                  "select(exp(min(z, 0.0)), 0.0, z > 0.0)",
+                  d1="select(dy * (s + 1.0), dy, s > 0.0)", ds="select(1.0, 0.0, s > 0.0)"),
+        cuda=Code("z > C(0) ? z : expm1(z)", "z > C(0) ? C(1) : m_exp(z)",
+                  "z > C(0) ? C(0) : m_exp(z)",
+                  d1="s > C(0) ? dy : dy * (s + C(1))", ds="s > C(0) ? C(0) : C(1)")),
+    Act("softplus", "z",
+        np=_np(_softplus,
+               lambda xp, z: xp.where(z > SOFTPLUS_THRESHOLD, 1.0, _sigmoid(xp, z)).astype(
+                   z.dtype),
+               lambda xp, z: xp.where(z < SOFTPLUS_THRESHOLD,
+                                      xp.multiply(*_sigmoid_pair(xp, z)), 0.0).astype(z.dtype)),
+        wgsl=Code("softplus_s(z)", "select(sigmoid_s(z), 1.0, z > 20.0)",
+                  "select(0.0, sigmoid_d_s(z), z < 20.0)"),
+        cuda=Code("z > C(20) ? z : log1p(m_exp(z))", "z > C(20) ? C(1) : sigm(z)",
+                  "if (z >= C(20)) return C(0); C s = sigm(z); return s * (C(1) - s);")),
+    Act("mish", "z",
+        np=_np(lambda xp, z: z * xp.tanh(_softplus(xp, z)), _mish_dz, _mish_d2),
+        wgsl=Code("z * tanh_s(softplus_s(z))",
+                  "let sp = softplus_s(z);\n"
+                  "    return tanh_s(sp) + z * sech2_s(sp) * sigmoid_s(z);",
+                  "let sp = softplus_s(z);\n"
+                  "    let t = tanh_s(sp);\n"
+                  "    let q = sig_pair(z);\n"
+                  "    return sech2_s(sp) * (2.0 * q.x + z * q.x * (q.y - 2.0 * t * q.x));"),
+        cuda=Code("z * m_tanh(z > C(20) ? z : log1p(m_exp(z)))",
+                  "C sp = z > C(20) ? z : log1p(m_exp(z)); C t = m_tanh(sp);\n"
+                  "    return t + z * (C(1) - t * t) * sigm(z);",
+                  "C sp = z > C(20) ? z : log1p(m_exp(z)); C t = m_tanh(sp);\n"
+                  "    C s = sigm(z), sech2 = C(1) - t * t;\n"
+                  "    return sech2 * (C(2) * s + z * s * ((C(1) - s) - C(2) * t * s));")),
+    Act("hardswish", "z", smooth=False,
+        np=_np(lambda xp, z: z * xp.clip(z + 3, 0, 6) / 6,
+               lambda xp, z: xp.where(z < -3, 0.0, xp.where(z <= 3, z / 3 + 0.5, 1.0)).astype(
+                   z.dtype),
+               lambda xp, z: xp.where((z > -3) & (z < 3), 1.0 / 3, 0.0).astype(z.dtype)),
+        wgsl=Code("let r = z + 3.0;\n"
+                  "    return z * select(select(r, 6.0, r > 6.0), 0.0, r < 0.0) / 6.0;",
+                  "select(select(1.0, z / 3.0 + 0.5, z <= 3.0), 0.0, z < -3.0)",
+                  "select(0.0, 1.0 / 3.0, z > -3.0 && z < 3.0)"),
+        cuda=Code("C r = z + C(3); return z * (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);",
+                  "z < C(-3) ? C(0) : (z <= C(3) ? z / C(3) + C(0.5) : C(1))",
+                  "(z > C(-3) && z < C(3)) ? C(1) / C(3) : C(0)")),
 )}
 
 
 def get_act(name):
-    from ..errors import NumrError
     act = ACT.get(name) if isinstance(name, str) else None
     if act is None:
         raise UnknownActivationError(f"unknown activation {name!r}; expected one of {list(ACT)}")
     return act
-
-
-from ..errors import NumrError  # noqa: E402
-
-
-class UnknownActivationError(NumrError, ValueError):
-    """An activation name not in the ACT table."""

@@ -68,6 +68,7 @@ class GPUAdapter:
 
     name = "?"
     backend = "?"
+    can_block = True          # read_buffer can wait for the GPU (a browser without JSPI cannot)
     limits: dict = {}
     features: frozenset = frozenset()
 

@@ -115,6 +115,10 @@ class BrowserAdapter(GPUAdapter):
     backend = "WebGPU (browser)"
     _instance = None
 
+    @property
+    def can_block(self):
+        return _can_block()
+
     @classmethod
     def get(cls):
         """The one adapter of this page (the device from init_device(), or created via JSPI)."""

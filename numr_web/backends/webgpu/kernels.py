@@ -1,11 +1,14 @@
 """Load the WGSL library, specialise it per dtype, and cache one pipeline per
-(kernel file, entry point, dtype(s), override constants).
+(kernel file, entry point, dtype(s), override constants) and adapter.
 
-A module's source is the concatenation of files from shaders/ (no WGSL lives in Python):
-    [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl  common.wgsl  act.wgsl  <kernel>.wgsl
+A module's source is the concatenation of files from shaders/ and the text codegen.py generates
+from the Python tables:
+    [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl  <generated header of the kernel file>
+    common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]  <kernel>.wgsl
 dtype_<S> defines the element type S and compute type C of the tensors, out_<SO> the output type of
-converting kernels (astype). Variants inside a module (operation, activation, flags) are WGSL
-`override` constants, so the driver folds the switches away and no source is templated.
+converting kernels (astype); the header (contract.py) names the metadata words, declares the
+bindings and the override constants. Variants inside a module (operation, activation, flags) are
+WGSL `override` constants, so the driver folds the switches away and no source is templated.
 
 Shaders are read with importlib.resources from numr_web/shaders (where the wheel puts them); in a
 source checkout the repository's top-level shaders/ is used.
@@ -15,8 +18,9 @@ from __future__ import annotations
 import os
 
 from ...errors import KernelError
+from . import codegen
 
-_HEADER = ("common.wgsl", "act.wgsl")
+_COMMON = ("common.wgsl", "act.wgsl")
 _text_cache: dict = {}
 
 
@@ -54,19 +58,35 @@ def load(name):
 
 
 def module_source(kernel_file, dtype, out_dtype=None):
+    """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype)."""
+    contract = codegen.contract_of(kernel_file)
     out_dtype = out_dtype or dtype
     parts = []
     if "float16" in (dtype.name, out_dtype.name):
         parts.append(load("enable_f16.wgsl"))
     parts.append(load(f"dtype_{dtype.name}.wgsl"))
     parts.append(load(f"out_{out_dtype.name}.wgsl"))
-    parts.extend(load(h) for h in _HEADER)
+    parts.append(codegen.header(kernel_file))
+    parts.extend(load(h) for h in _COMMON)
+    parts.append(codegen.activation_wgsl())
+    if contract.vocabulary:
+        parts.append(codegen.elementwise_wgsl())
     parts.append(load(kernel_file))
     return "\n".join(parts)
 
 
 class KernelCache:
-    """One compiled pipeline per (file, entry, dtype, out dtype, constants)."""
+    """One compiled pipeline per (file, entry, dtype, out dtype, constants), shared by every
+    backend on the same adapter (`KernelCache.of(adapter)`)."""
+
+    _by_adapter: dict = {}
+
+    @classmethod
+    def of(cls, adapter):
+        entry = cls._by_adapter.get(id(adapter))
+        if entry is None or entry[0] is not adapter:
+            entry = cls._by_adapter[id(adapter)] = (adapter, cls(adapter))
+        return entry[1]
 
     def __init__(self, adapter):
         self.adapter = adapter
@@ -76,11 +96,20 @@ class KernelCache:
     def __len__(self):
         return len(self._pipes)
 
+    def labels(self):
+        """Labels of the compiled pipelines, e.g. "matmul.gemm_v4[float32,ACT=5,...]"."""
+        return [p[1] for p in self._pipes.values()]
+
     def pipeline(self, kernel_file, entry, dtype, out_dtype=None, constants=None):
         consts = tuple(sorted((constants or {}).items()))
         key = (kernel_file, entry, dtype.name, out_dtype.name if out_dtype else None, consts)
         p = self._pipes.get(key)
         if p is None:
+            contract = codegen.contract_of(kernel_file)
+            unknown = [k for k, _ in consts if k not in contract.overrides]
+            if entry not in contract.entries or unknown:
+                raise KernelError(f"{kernel_file}: no entry point {entry!r} or no override "
+                                  f"constants {unknown} in its contract")
             skey = key[:1] + key[2:4]
             src = self._sources.get(skey)
             if src is None:
@@ -88,10 +117,15 @@ class KernelCache:
             label = f"{kernel_file[:-5]}.{entry}[{dtype.name}" + \
                 (f"->{out_dtype.name}" if out_dtype else "") + \
                 "".join(f",{k}={int(v)}" for k, v in consts) + "]"
-            p = self._pipes[key] = self.adapter.create_pipeline(
-                label, src, entry, {k: int(v) for k, v in consts})
-        return p
+            p = self._pipes[key] = (self.adapter.create_pipeline(
+                label, src, entry, {k: int(v) for k, v in consts}), label)
+        return p[0]
 
     def compile_source(self, label, code, entry, constants=None):
-        """Compile arbitrary WGSL (used by tests to check that errors are typed)."""
+        """Compile arbitrary WGSL (no caching): errors come back typed (KernelError)."""
         return self.adapter.create_pipeline(label, code, entry, constants or {})
+
+
+def kernel_defined(family, name):
+    """Whether shaders/elementwise.wgsl defines the hand-written kernel of a vocabulary row."""
+    return f"fn {family}_{name}(" in load("elementwise.wgsl")

@@ -1,0 +1,152 @@
+"""The array-module (numpy / cupy) primitives behind the nn ops: gather / scatter_add, layer and
+RMS norm, attention, im2col / col2im. Written once against `self.xp`; float16 is computed in
+float32 and rounded once. A mixin of ArrayBackend (numr_web/backends/array_backend.py)."""
+from __future__ import annotations
+
+
+class ArrayNN:
+    xp = None
+
+    # -- indexing ----------------------------------------------------------------------------------
+    def _index_tuple(self, index, axis):
+        """Full fancy index: `index` along axis, aranges (broadcast) along the other dims."""
+        xp = self.xp
+        idx = []
+        for d, n in enumerate(index.shape):
+            if d == axis:
+                idx.append(index.astype(xp.intp))
+            else:
+                shape = [1] * index.ndim
+                shape[d] = n
+                idx.append(xp.arange(n).reshape(shape))
+        return tuple(idx)
+
+    def gather(self, h, axis, index):
+        return h[self._index_tuple(index, axis)]
+
+    def scatter_add(self, shape, axis, index, src):
+        xp = self.xp
+        out = xp.zeros(shape, dtype=xp.float32 if src.dtype == xp.float16 else src.dtype)
+        xp.add.at(out, self._index_tuple(index, axis), src)   # sequential: a fixed order
+        return out.astype(src.dtype, copy=False)
+
+    # -- normalization -----------------------------------------------------------------------------
+    def layer_norm(self, x, weight, bias, k, eps, rms):
+        xp = self.xp
+        lead = x.shape[:x.ndim - k]
+        n = _prod(x.shape[x.ndim - k:])
+        x2 = self._widen(x).reshape(-1, n)
+        if rms:
+            mean = None
+            rstd = 1.0 / xp.sqrt((x2 * x2).mean(axis=1) + eps)
+            y = x2 * rstd[:, None]
+        else:
+            mean = x2.mean(axis=1)
+            xc = x2 - mean[:, None]
+            rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=1) + eps)
+            y = xc * rstd[:, None]
+        if weight is not None:
+            y = y * self._widen(weight).reshape(1, n)
+        if bias is not None:
+            y = y + self._widen(bias).reshape(1, n)
+        dt = x.dtype
+        return (self._asarray(y.reshape(x.shape), dt),
+                None if mean is None else self._asarray(mean.reshape(lead), dt),
+                self._asarray(rstd.reshape(lead), dt))
+
+    def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
+        n = _prod(x.shape[x.ndim - k:])
+        g = self._widen(dy).reshape(-1, n)
+        x2 = self._widen(x).reshape(-1, n)
+        r = self._widen(rstd).reshape(-1, 1)
+        xhat = (x2 if rms else x2 - self._widen(mean).reshape(-1, 1)) * r
+        dw = db = None
+        if weight is not None:
+            dw = (g * xhat).sum(axis=0)
+            if not rms:
+                db = g.sum(axis=0)
+            g = g * self._widen(weight).reshape(1, n)
+        proj = (g * xhat).mean(axis=1, keepdims=True)
+        dx = (g - xhat * proj) if rms else (g - g.mean(axis=1, keepdims=True) - xhat * proj)
+        dx *= r
+        dt = dy.dtype
+        wshape = None if weight is None else weight.shape
+        return (self._asarray(dx.reshape(x.shape), dt),
+                None if dw is None else self._asarray(dw.reshape(wshape), dt),
+                None if db is None else self._asarray(db.reshape(wshape), dt))
+
+    # -- attention ---------------------------------------------------------------------------------
+    def _scores(self, q, k, mask, causal, scale):
+        xp = self.xp
+        s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
+        if causal:
+            tq, tk = s.shape[-2], s.shape[-1]
+            keep = xp.arange(tk)[None, :] <= xp.arange(tq)[:, None] + (tk - tq)
+            s = xp.where(keep, s, -xp.inf)
+        if mask is not None:
+            s = xp.where(mask, s, -xp.inf) if mask.dtype == xp.bool_ else s + self._widen(mask)
+        return s
+
+    def attention(self, q, k, v, mask, causal, scale):
+        xp = self.xp
+        qw, kw, vw = self._widen(q), self._widen(k), self._widen(v)
+        s = self._scores(qw, kw, mask, causal, scale)
+        m = s.max(axis=-1, keepdims=True)
+        p = xp.exp(s - m)
+        l = p.sum(axis=-1, keepdims=True)
+        out = xp.matmul(p / l, vw)
+        lse = (m + xp.log(l))[..., 0]
+        return self._asarray(out, q.dtype), self._asarray(lse, q.dtype)
+
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        xp = self.xp
+        qw, kw, vw, dow = self._widen(q), self._widen(k), self._widen(v), self._widen(do)
+        s = self._scores(qw, kw, mask, causal, scale)
+        p = xp.exp(s - self._widen(lse)[..., None])          # the probabilities, recomputed
+        dv = xp.matmul(xp.swapaxes(p, -1, -2), dow)
+        dp = xp.matmul(dow, xp.swapaxes(vw, -1, -2))
+        delta = (dow * self._widen(out)).sum(axis=-1, keepdims=True)
+        ds = p * (dp - delta)
+        dq = xp.matmul(ds, kw) * scale
+        dk = xp.matmul(xp.swapaxes(ds, -1, -2), qw) * scale
+        return tuple(self._asarray(t, q.dtype) for t in (dq, dk, dv))
+
+    # -- convolution -------------------------------------------------------------------------------
+    @staticmethod
+    def _out_size(size, k, s, p, d):
+        return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
+        xp = self.xp
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        n, c, h, w = x.shape
+        oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
+        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
+        xpad[:, :, ph:ph + h, pw:pw + w] = x
+        cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                                        j * dw:j * dw + sw * (ow - 1) + 1:sw]
+        return cols.reshape(n, c * kh * kw, oh * ow)
+
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+        xp = self.xp
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        n, c, h, w = x_shape
+        oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
+        acc = xp.float32 if cols.dtype == xp.float16 else cols.dtype
+        out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
+        c6 = cols.reshape(n, c, kh, kw, oh, ow)
+        for i in range(kh):
+            for j in range(kw):
+                out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                    j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, :, i, j]
+        return out[:, :, ph:ph + h, pw:pw + w].astype(cols.dtype)
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n

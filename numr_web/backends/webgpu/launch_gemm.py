@@ -1,0 +1,103 @@
+"""Launcher of shaders/matmul.wgsl: GEMM entry selection and the batched launch.
+
+Entries (all with the fused bias + activation epilogue, strided operands, broadcast batches):
+  gemm      64 x 64 output tile, 4 x 4 per invocation            (GEMM tile "64")
+  gemm_big  128 x 128 tile, 8 x 8 per invocation, M, N >= 128    (GEMM tile "128")
+  gemm_v4   vec4 loads, double-buffered, 128 x 64 (8 x 4) or with V4_WIDE 128 x 128 (8 x 8);
+            only for vec4-aligned row-major operands, else gemm  (GEMM tiles "v4", "v4w")
+"auto" takes v4w for GEMMs of at least 256 x 256 where the device grants the workgroup memory
+gemm_v4 needs (V4W_WG_BYTES; browsers and lavapipe grant less), gemm elsewhere. `select` is pure.
+Under a loop budget (launch_reduce.py) a GEMM runs in blocks of at most `k_block(budget)` along K,
+summed by the backend (split-K).
+"""
+from __future__ import annotations
+
+from ...errors import BackendLimitError
+from .contract import MATMUL, MAX_GROUPS, MAXD
+from .views import coalesce, expanded, prod
+
+K = MATMUL
+L = K.layout
+_FILE = K.name
+GEMM_TILES = ("auto", "64", "128", "v4", "v4w")
+V4W_WG_BYTES = (1056 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in matmul.wgsl)
+LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM entry (an upper bound)
+
+
+def k_block(budget):
+    """The largest K one GEMM launch may have under a loop budget (a power of two, >= 16)."""
+    return max(16, 1 << ((budget // LOOP_ITERS_PER_K).bit_length() - 1)) if budget else None
+
+
+def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, v4w_fits):
+    """-> (entry, tile rows, tile columns, override constants) for an M x K_ x N GEMM with a's
+    strides (sam, sak), b's (sbk, sbn); vec4_words: the element offsets and row / batch strides
+    that must be multiples of 4 for vec4 loads."""
+    gt = str(tile)
+    if gt == "auto":
+        gt = "v4w" if v4w_fits and M >= 256 and N >= 256 else "64"
+    v4 = gt in ("v4", "v4w") and sak == 1 and sbn == 1 and K_ % 4 == 0 and N % 4 == 0 and \
+        all(x % 4 == 0 for x in vec4_words)
+    big = M >= 128 and N >= 128 and gt == "128"
+    wide = v4 and gt == "v4w"
+    tm, tn = (128, 128 if wide else 64) if v4 else ((128, 128) if big else (64, 64))
+    consts = {"CHECK": int(M % tm != 0 or N % tn != 0 or K_ % 16 != 0)}
+    if v4:
+        consts["V4_WIDE"] = int(wide)
+        return "gemm_v4", tm, tn, consts
+    consts["A_MLANES"] = int(sam == 1 and sak != 1)
+    consts["B_KLANES"] = int(sbk == 1 and sbn != 1)
+    return ("gemm_big" if big else "gemm"), tm, tn, consts
+
+
+def launch(d, a, b, bias, out, z, act_code, tile, v4w_fits):
+    """out = act(a @ b + bias) (and z = a @ b + bias when z is given): a (..., M, K), b (..., K, N)
+    views whose batch dims broadcast to out's (batch..., M, N); bias (N,) or None."""
+    M, K_ = a.shape[-2], a.shape[-1]
+    N = b.shape[-1]
+    bshape = out.shape[:-2]
+    nb = prod(bshape)
+    ea = expanded(a, bshape + (M, K_))
+    eb = expanded(b, bshape + (K_, N))
+    nbd = len(bshape)
+    bsh, (sa, sb) = coalesce(list(bshape), [list(ea.strides[:nbd]), list(eb.strides[:nbd])])
+    sam, sak = ea.strides[-2], ea.strides[-1]
+    sbk, sbn = eb.strides[-2], eb.strides[-1]
+    # fold the batch into M when b is shared and a's batch is contiguous with its rows
+    if len(bsh) == 1 and sb[0] == 0 and sa[0] == M * sam and sam != 0:
+        M, bsh, sa, sb, nb = M * bsh[0], [], [], [], 1
+    elif not bsh:
+        nb = 1
+    if len(bsh) > MAXD:
+        raise BackendLimitError(f"matmul with more than {MAXD} non-mergeable batch dims")
+    w = L.new()
+    w[L.M], w[L.N], w[L.K], w[L.BATCH_NDIM] = M, N, K_, len(bsh)
+    w[L.A_STRIDE_M], w[L.A_STRIDE_K], w[L.B_STRIDE_K], w[L.B_STRIDE_N] = sam, sak, sbk, sbn
+    w[L.BATCH_SHAPE:L.BATCH_SHAPE + len(bsh)] = bsh
+    w[L.A_BATCH_STRIDES:L.A_BATCH_STRIDES + len(sa)] = sa
+    w[L.B_BATCH_STRIDES:L.B_BATCH_STRIDES + len(sb)] = sb
+    abuf, w[L.OFFSET_A] = d.bind(a, a.offset, ea.span())
+    bbuf, w[L.OFFSET_B] = d.bind(b, b.offset, eb.span())
+    bufs = {}
+    bufs["out"], w[L.OFFSET_OUT] = d.bind(out, 0, out.size)
+    if bias is not None:
+        bufs["bias"], w[L.OFFSET_BIAS] = d.bind(bias, bias.offset, bias.span())
+        w[L.BIAS_STRIDE] = bias.strides[-1] if bias.ndim else 0
+    if z is not None:
+        bufs["zout"], w[L.OFFSET_Z] = d.bind(z, 0, z.size)
+    entry, tm, tn, consts = select(M, N, K_, sam, sak, sbk, sbn,
+                                   [sam, sbk, w[L.OFFSET_A], w[L.OFFSET_B]] + sa + sb,
+                                   tile, v4w_fits)
+    consts.update(ACT=act_code, HAS_BIAS=int(bias is not None), WRITE_Z=int(z is not None))
+    if entry == "gemm_v4":
+        bufs["a4"], bufs["b4"] = abuf, bbuf
+    else:
+        bufs["a"], bufs["b"] = abuf, bbuf
+    gx, gy = -(-N // tn), -(-M // tm)
+    if gx > MAX_GROUPS or gy > MAX_GROUPS:
+        raise BackendLimitError(f"matmul output {M}x{N} needs more than {MAX_GROUPS} "
+                                "workgroups per dimension")
+    for b0 in range(0, nb, MAX_GROUPS):
+        w[L.BATCH0] = b0
+        d.launch(_FILE, entry, a.dtype, consts, w, bufs, (gx, gy, min(MAX_GROUPS, nb - b0)))
+    return out, z

@@ -1,0 +1,176 @@
+"""Making tensors: from host data, filled, ranges, random, DLPack. Every argument is checked here,
+before anything is allocated on a device."""
+from __future__ import annotations
+
+import math
+
+from . import dtypes as dt
+from . import host
+from . import shapes as sh
+from .backends import backend_for_dlpack, get_backend, normalize_device
+from .errors import BackendLimitError, DTypeError, NumrError, ShapeError
+from .tensor import Tensor
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """Make a tensor from a scalar, nested lists, a numpy/cupy/torch array, array.array,
+    memoryview or Tensor. dtype defaults to the data's (Python floats -> float32)."""
+    device = normalize_device(device)
+    dtype = dt.get_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Tensor):
+        out = data.detach().to(device, dtype)
+        out = out.detach() if out is data else out
+    else:
+        foreign = backend_for_dlpack(data)
+        if foreign is not None and foreign.device != device:    # e.g. a cupy array to cpu
+            return tensor(tensor(data, dtype, foreign.device), None, device, requires_grad)
+        out = Tensor._from_host(data, dtype, device)
+    if requires_grad:
+        out.requires_grad = True
+    return out
+
+
+as_tensor = tensor
+
+
+def _check_alloc(shape, dtype, device):
+    n = sh.prod(shape)
+    be = get_backend(device)
+    be.check_dtype(dtype)
+    limit = be.max_elements(dtype)
+    if n > limit:
+        raise BackendLimitError(f"a {dtype.name} tensor of shape {shape} ({n} elements) is larger "
+                                f"than the {device} device can hold ({limit} elements)")
+
+
+def _creation_args(shape, dtype, device):
+    shape = sh.check_shape(shape)
+    dtype = dt.get_dtype(dtype) if dtype is not None else dt.default_float
+    device = normalize_device(device)
+    _check_alloc(shape, dtype, device)
+    return shape, dtype, device
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _fill_value(value, dtype):
+    if isinstance(value, Tensor):
+        value = value.item()
+    if not dt.is_scalar(value):
+        raise DTypeError(f"fill value must be a number (bool, int or float), got "
+                         f"{type(value).__name__} {value!r}")
+    value = value.item() if hasattr(value, "item") else value
+    if dtype.kind == "i":
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DTypeError(f"cannot fill an int32 tensor with {value}")
+        value = int(value)
+        if not host.INT32_MIN <= value <= host.INT32_MAX:
+            raise DTypeError(f"fill value {value} does not fit int32 (-2**31..2**31-1)")
+    elif dtype.kind == "b":
+        value = bool(value)
+    else:
+        value = float(value)
+    return value
+
+
+def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None and dt.is_scalar(fill_value):
+        dtype = dt.scalar_dtype(fill_value)
+    shape, dtype, device = _creation_args(shape, dtype, device)
+    value = _fill_value(fill_value, dtype)
+    be = get_backend(device)
+    return _finish(Tensor._wrap(be.full(shape, value, dtype), dtype, device, be), requires_grad)
+
+
+def _size_args(args, dtype, device):
+    """zeros((2, 3), dtype, device) as documented, and torch's zeros(2, 3) alike."""
+    if args and not isinstance(args[0], int):
+        if len(args) > 3:
+            raise ShapeError(f"expected (shape, dtype, device), got {len(args)} positional "
+                             "arguments")
+        extra = list(args[1:]) + [None, None]
+        return args[0], dtype or extra[0], device or extra[1]
+    return args, dtype, device
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _size_args(size, dtype, device)
+    return full(shape, 0, dtype or dt.default_float, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _size_args(size, dtype, device)
+    return full(shape, 1, dtype or dt.default_float, device, requires_grad)
+
+
+empty = zeros
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, fill_value, dtype or x.dtype, device or x.device, requires_grad)
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False):
+    return full_like(x, 0, dtype, device, requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False):
+    return full_like(x, 1, dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not dt.is_scalar(v) or isinstance(v, bool):
+            raise DTypeError(f"arange: {name} must be an int or float, got {v!r}")
+        if not math.isfinite(float(v)):
+            raise NumrError(f"arange: {name} must be finite, got {v}")
+    if step == 0:
+        raise NumrError("arange: step must not be zero")
+    if (end - start) * step < 0:
+        raise NumrError(f"arange: the range [{start}, {end}) cannot be reached with step {step}")
+    if dtype is None:
+        dtype = dt.default_float if any(isinstance(v, float) for v in (start, end, step)) \
+            else dt.int32
+    n = max(0, math.ceil((end - start) / step))
+    dtype, device = dt.get_dtype(dtype), normalize_device(device)
+    _check_alloc((n,), dtype, device)
+    be = get_backend(device)
+    return _finish(Tensor._wrap(be.arange(start, end, step, dtype), dtype, device, be),
+                   requires_grad)
+
+
+def _random(kind, shape, seed, dtype, device, requires_grad):
+    shape, dtype, device = _creation_args(shape, dtype, device)
+    if not dtype.is_floating:
+        raise DTypeError(f"random tensors must be floating point, got {dtype.name}")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise NumrError(f"seed must be a non-negative int or None, got {seed!r}")
+    be = get_backend(device)
+    return _finish(Tensor._wrap(be.random(shape, dtype, seed, kind), dtype, device, be),
+                   requires_grad)
+
+
+def rand(shape, seed=None, dtype=None, device=None, requires_grad=False):
+    """Uniform [0, 1) samples; the same seed gives the same values on a device."""
+    return _random("uniform", shape, seed, dtype, device, requires_grad)
+
+
+def randn(shape, seed=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples; the same seed gives the same values on a device."""
+    return _random("normal", shape, seed, dtype, device, requires_grad)
+
+
+def from_dlpack(x):
+    """Zero-copy import from any DLPack producer (torch, cupy, numpy) onto the device holding it."""
+    be = backend_for_dlpack(x)
+    if be is None:
+        raise NumrError(f"from_dlpack: {type(x).__name__} is not a DLPack producer on a device "
+                        "numr_web has (cpu, cuda)")
+    data = be.from_dlpack(x)
+    return Tensor._wrap(data, be.dtype_of(data), be.device, be)

@@ -1,0 +1,49 @@
+"""Helpers every op family uses: argument checks and the broadcast-gradient reduction.
+
+VJPs are written with tensor methods and operators (g.sum(), g.reshape(), a * b), so a family
+module never imports another: the methods resolve at run time, once every family has attached its.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import DeviceError, DTypeError
+from ..tensor import Tensor
+
+
+def check_same_device(*ts):
+    dev = ts[0].device
+    for t in ts[1:]:
+        if t.device != dev:
+            raise DeviceError(f"tensors on different devices ({dev!r} and {t.device!r}) can not be "
+                              f"combined; move one with .to({dev!r}) or .to({t.device!r})")
+
+
+def as_tensor(x, like, dtype=None):
+    """x as a tensor on like's device: tensors pass, host data (lists, numpy arrays) is uploaded."""
+    if isinstance(x, Tensor):
+        return x
+    return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)
+
+
+def need_tensor(x, what):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{what} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def sum_to_shape(g, shape):
+    """Sum a broadcast gradient back to an operand's shape."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape)
+                                      if d == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = g.sum(axes, keepdims=True)
+    return g.reshape(shape) if g.shape != shape else g
+
+
+def attach_methods(**methods):
+    """Make op functions Tensor methods (t.sum(), t + u): each family attaches its own."""
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)

@@ -1,0 +1,363 @@
+"""Elementwise ops. A row: name, kernel family and numpy function (backends derive their dispatch
+from these), forward, VJP; then the public functions with their dtype rules, and the Tensor methods.
+
+Kernel families: "unary" (x -> out), "binary" (a, b -> out of the operands' dtype; one operand may
+be a Python scalar, kept as an attribute, never uploaded), "compare" (a, b -> bool). Each row's
+kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/elementwise.wgsl.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from .. import shapes as sh
+from ..autograd import apply
+from ..errors import DTypeError, GradientError
+from ..gradmode import is_grad_enabled
+from ..tensor import Tensor
+from ._erf import erf as erf_xp
+from .activations import ACT, get_act
+from .common import as_tensor, attach_methods, check_same_device, sum_to_shape
+from .registry import OPS, register
+
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+# -- unary -------------------------------------------------------------------------------------------
+def _unary(name, numpy, vjp, save_out=False, reads=True):
+    register(name, lambda be, x: (be.unary(name, x), None),
+             None if vjp is None else lambda n, g: (vjp(n, g, n.args[0]),), save_out=save_out,
+             vjp_reads_saved=reads, family="unary", numpy=numpy)
+
+
+_unary("neg", "negative", lambda n, g, x: -g, reads=False)
+_unary("abs", "abs", lambda n, g, x: g * sign(x))
+_unary("exp", "exp", lambda n, g, x: g * n.output(), save_out=True)      # exp' = exp: reuse y
+_unary("log", "log", lambda n, g, x: g / x)
+_unary("sqrt", "sqrt", lambda n, g, x: g / (n.output() * 2), save_out=True)
+_unary("sin", "sin", lambda n, g, x: g * cos(x))
+_unary("cos", "cos", lambda n, g, x: -(g * sin(x)))
+_unary("sign", "sign", lambda n, g, x: g * 0, reads=False)
+_unary("erf", erf_xp, lambda n, g, x: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI)
+_unary("log1p", "log1p", lambda n, g, x: g / (x + 1))
+_unary("expm1", "expm1", lambda n, g, x: g * (n.output() + 1), save_out=True)
+_unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda n, g, x: g * n.output() ** 3 * -0.5,
+       save_out=True)
+_unary("bitwise_not", "invert", None)          # integer / bool only: no gradient
+
+
+# -- binary, with a Python scalar on either side kept as an attribute --------------------------------
+def _binary_forward(name):
+    def fwd(be, *xs, scalar=None, reverse=False):
+        if len(xs) == 2:
+            return be.binary(name, xs[0], xs[1]), None
+        return (be.binary(name, scalar, xs[0]) if reverse else be.binary(name, xs[0], scalar)), None
+    return fwd
+
+
+def _operands(n):
+    """(a, b) of a binary node, one of them possibly a Python scalar."""
+    if len(n.args) == 2:
+        return n.args
+    s = n.attrs["scalar"]
+    return (s, n.args[0]) if n.attrs["reverse"] else (n.args[0], s)
+
+
+def _binary_vjp(rule):
+    def vjp(n, g):
+        a, b = _operands(n)
+        ga, gb = rule(g, a, b, n)
+        return tuple(None if gx is None else sum_to_shape(gx, x.shape)
+                     for x, gx in ((a, ga), (b, gb)) if isinstance(x, Tensor))
+    return vjp
+
+
+def _maxmin_grads(g, a, b, is_max):
+    wins = ((a > b) if is_max else (a < b)).astype(g.dtype)
+    w = wins + (a == b).astype(g.dtype) * 0.5      # ties share the gradient, as in torch
+    return g * w, g * (1 - w)
+
+
+def _pow_grads(g, a, b, n):
+    """d(a**b)/da = b a**(b-1), 0 where b == 0; d/db = a**b log(a), 0 where a == 0 (torch's)."""
+    ga = gb = None
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            ga = where(b == 0, 0.0, g * b * a ** (b - 1))
+        else:
+            ga = g * 0 if b == 0 else g * b * a ** (b - 1)
+    if isinstance(b, Tensor):
+        if isinstance(a, Tensor):
+            gb = where(a == 0, 0.0, g * n.output() * log(a))
+        else:
+            import math
+            gb = g * n.output() * (math.log(a) if a > 0 else 0.0)
+    return ga, gb
+
+
+def _binary(name, numpy, rule, save_out=False, reads=True):
+    register(name, _binary_forward(name), None if rule is None else _binary_vjp(rule),
+             save_out=save_out, vjp_reads_saved=reads, family="binary", numpy=numpy)
+
+
+_binary("add", "add", lambda g, a, b, n: (g, g), reads=False)
+_binary("sub", "subtract", lambda g, a, b, n: (g, -g), reads=False)
+_binary("mul", "multiply", lambda g, a, b, n: (g * b, g * a))
+_binary("div", "true_divide", lambda g, a, b, n: (g / b, -(g * a) / (b * b)))
+_binary("pow", "power", _pow_grads, save_out=True)
+_binary("maximum", "maximum", lambda g, a, b, n: _maxmin_grads(g, a, b, True))
+_binary("minimum", "minimum", lambda g, a, b, n: _maxmin_grads(g, a, b, False))
+_binary("floor_divide", "floor_divide", lambda g, a, b, n: (g * 0, g * 0), reads=False)
+_binary("remainder", "remainder", lambda g, a, b, n: (g, -(g * floor_divide(a, b))))
+_binary("bitwise_and", "bitwise_and", None)
+_binary("bitwise_or", "bitwise_or", None)
+_binary("bitwise_xor", "bitwise_xor", None)
+
+for _name, _np in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+                   ("gt", "greater"), ("ge", "greater_equal")):
+    register(_name, _binary_forward(_name), None, family="compare", numpy=_np)
+
+_COMPARE = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+
+register("where", lambda be, c, a, b: (be.where(c, a, b), None),
+         lambda n, g: (None, sum_to_shape(where(n.args[0], g, 0.0), n.args[1].shape),
+                       sum_to_shape(where(n.args[0], 0.0, g), n.args[2].shape)))
+register("astype", lambda be, x, dtype: (be.astype(x, dtype), None),
+         lambda n, g: (g.astype(n.args[0].dtype),), vjp_reads_saved=False)
+register("to_device", None,                     # Tensor.to() moves the data and records it
+         lambda n, g: (g.to(n.args[0].device),), vjp_reads_saved=False,
+         backward_name="ToDeviceBackward")
+
+
+# -- activations: act^(fn)(x) from the ACT table, and the fused backward dy * act'(.) -----------------
+def _activation_vjp(n, g):
+    x, name, fn = n.args[0], n.attrs["name"], n.attrs["fn"]
+    if fn == "fwd":
+        act = ACT[name]
+        y = n.output()
+        return (act_backward(g, y if act.saves == "y" else x, name, y=y if act.saves == "z"
+                             else None),)
+    if fn == "dz":
+        return (g * activation(x, name, "d2"),)
+    raise GradientError(f"third and higher derivatives of activation {name!r} are not "
+                        "implemented; first and second derivatives are")
+
+
+register("activation", lambda be, x, name, fn: (be.activation(name, x, fn), None),
+         _activation_vjp, save_out=True, backward_name="ActivationBackward")
+
+
+def _act_backward_forward(be, dy, s, *hint, name, bias_grad):
+    dz, db = be.act_backward(name, dy, s, hint[0] if hint else None, bias_grad)
+    return ((dz, db) if bias_grad else dz), None
+
+
+def _act_backward_vjp(n, g):
+    """dz = dy * f(s) (f = act' written in the saved tensor s): d/d(dy) is the same fused op on
+    the incoming gradient, d/ds is g * dy * f'(s). A bias-gradient output adds its gradient,
+    broadcast over the rows, to dz's."""
+    dy, s = n.args[0], n.args[1]
+    name = n.attrs["name"]
+    g_dz, g_db = g if n.attrs["bias_grad"] else (g, None)
+    total = g_dz if g_db is None else (g_db if g_dz is None else g_dz + g_db)
+    if total.shape != dy.shape:
+        total = total.expand(dy.shape)
+    g_dy = act_backward(total, s, name) if dy.requires_grad else None
+    g_s = None
+    if s.requires_grad:
+        g_s = total * dy * activation(s, name, "ds" if ACT[name].saves == "y" else "d2")
+    return (g_dy, g_s) + ((None,) if len(n.args) == 3 else ())
+
+
+register("act_backward", _act_backward_forward, _act_backward_vjp,
+         backward_name="ActBackwardBackward")
+
+
+def activation(x, name, fn="fwd"):
+    """fn(x) for an ACT row: "fwd" the activation, "dz" and "d2" its derivatives, "ds" the
+    derivative of act' written in the saved output (see numr_web.ops.activations)."""
+    get_act(name)
+    if x.dtype.kind != "f":
+        x = x.astype(dt.default_float)
+    return apply(OPS["activation"], x, name=name, fn=fn)
+
+
+def act_backward(dy, s, name, y=None, bias_grad=False):
+    """The fused activation backward: dz = dy * act'(.) from the saved tensor s, in one pass;
+    with bias_grad, also dz summed over every axis but the last (one output more)."""
+    args = (dy, s) if y is None else (dy, s, y)
+    return apply(OPS["act_backward"], *args, name=name, bias_grad=bool(bias_grad))
+
+
+def relu(x): return activation(x, "relu")
+def sigmoid(x): return activation(x, "sigmoid")
+def tanh(x): return activation(x, "tanh")
+def silu(x): return activation(x, "silu")
+
+
+def gelu(x, approximate="none"):
+    """GELU: exact (erf) by default, the tanh form with approximate="tanh" (torch's names)."""
+    if approximate not in ("none", "tanh"):
+        raise DTypeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return activation(x, "gelu" if approximate == "none" else "gelu_tanh")
+
+
+# -- public functions: dtype rules, broadcasting, scalars ----------------------------------------------
+_FLOAT_ONLY = frozenset(("exp", "log", "sqrt", "sin", "cos", "erf", "log1p", "expm1", "rsqrt"))
+_INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))
+
+
+def unary(name, x):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    if name in _INT_ONLY:
+        if x.dtype.is_floating:
+            raise DTypeError(f"{name} needs an integer or bool tensor, got {x.dtype.name}")
+    elif x.dtype is dt.bool_ and name in ("neg", "abs", "sign"):
+        raise DTypeError(f"{name} of a bool tensor is not defined; use ~x for logical not, or "
+                         "convert with .astype('int32')")
+    elif name in _FLOAT_ONLY and not x.dtype.is_floating:
+        x = x.astype(dt.default_float)
+    return apply(OPS[name], x)
+
+
+def _result_dtype(name, a, b):
+    d = dt.result_type(a, b)
+    if name in _INT_ONLY:
+        if d.is_floating:
+            raise DTypeError(f"{name} needs integer or bool operands, got {d.name}")
+        return d
+    if d is dt.bool_:
+        if name == "sub":
+            raise DTypeError("subtracting bool tensors is not supported; use ^ (logical xor) "
+                             "or ~ (logical not) instead")
+        if name in ("div", "pow", "floor_divide", "remainder"):
+            return dt.default_float if name == "div" else dt.int32
+    if name == "div" and not d.is_floating:
+        return dt.default_float
+    return d
+
+
+def binary(name, a, b):
+    """Elementwise binary op with broadcasting, torch's type promotion and Python scalars."""
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    if ta and tb:
+        if a.device != b.device:
+            check_same_device(a, b)
+        if a.dtype is b.dtype and a.dtype.kind == "f":
+            d = a.dtype                                  # the common case: nothing to promote
+        else:
+            d = _result_dtype(name, a, b)
+            a, b = a.astype(d), b.astype(d)
+        sa, sb = a._data.shape, b._data.shape
+        if sa != sb:
+            sh.broadcast_shapes(sa, sb)
+        if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
+            be = a._backend      # fast path: nothing to record, skip the Op machinery
+            out = be.binary(name, a._data, b._data)
+            return Tensor._wrap(out, dt.bool_ if name in _COMPARE else d, a.device, be)
+        return apply(OPS[name], a, b)
+    if not ta and not tb:
+        raise DTypeError(f"{name} needs at least one Tensor operand")
+    t, s = (b, a) if not ta else (a, b)
+    if not dt.is_scalar(s):
+        if s is None or isinstance(s, (str, bytes)) or not hasattr(s, "__len__") and \
+                not hasattr(s, "shape"):
+            raise DTypeError(f"unsupported operand {type(s).__name__} for {name}; expected a "
+                             "Tensor, int, float or bool")
+        s = as_tensor(s, t)
+        return binary(name, s, t) if not ta else binary(name, t, s)
+    d = _result_dtype(name, t, s)
+    if d is not t.dtype:
+        t = t.astype(d)
+    s = s.item() if hasattr(s, "item") else s
+    s = float(s) if d.kind == "f" else int(s)
+    return apply(OPS[name], t, scalar=s, reverse=not ta)
+
+
+def where(cond, a, b):
+    like = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
+    if like is None:
+        raise DTypeError("where needs at least one Tensor argument")
+    cond = as_tensor(cond, like)
+    if cond.dtype is not dt.bool_:
+        cond = cond != 0
+    d = dt.result_type(*[x for x in (a, b)])
+    a = as_tensor(a, like, d) if not isinstance(a, Tensor) else a.astype(d)
+    b = as_tensor(b, like, d) if not isinstance(b, Tensor) else b.astype(d)
+    check_same_device(cond, a, b)
+    shape = sh.broadcast_shapes(cond.shape, a.shape, b.shape)
+    return apply(OPS["where"], cond, a.expand(shape), b.expand(shape))
+
+
+def neg(x): return unary("neg", x)
+def abs(x): return unary("abs", x)           # noqa: A001
+def exp(x): return unary("exp", x)
+def log(x): return unary("log", x)
+def sqrt(x): return unary("sqrt", x)
+def sin(x): return unary("sin", x)
+def cos(x): return unary("cos", x)
+def sign(x): return unary("sign", x)
+def erf(x): return unary("erf", x)
+def log1p(x): return unary("log1p", x)
+def expm1(x): return unary("expm1", x)
+def rsqrt(x): return unary("rsqrt", x)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    """Limit x to [min, max] (either may be None); the gradient passes where x is inside,
+    boundaries included (torch's)."""
+    if min is None and max is None:
+        raise DTypeError("clamp needs min or max")
+    out = x
+    if min is not None:
+        out = where(out < min, min, out)
+    if max is not None:
+        out = where(out > max, max, out)
+    return out
+def maximum(a, b): return binary("maximum", a, b)
+def minimum(a, b): return binary("minimum", a, b)
+def floor_divide(a, b): return binary("floor_divide", a, b)
+def remainder(a, b): return binary("remainder", a, b)
+def pow(a, b): return binary("pow", a, b)    # noqa: A001
+
+
+def _invert(x):
+    if x.dtype is dt.bool_:
+        return binary("eq", x, False)
+    return unary("bitwise_not", x)
+
+
+def _eq(a, b):
+    if b is None:
+        return False
+    return binary("eq", a, b)
+
+
+def _ne(a, b):
+    if b is None:
+        return True
+    return binary("ne", a, b)
+
+
+def _b(name, reverse=False):
+    if reverse:
+        return lambda self, o: binary(name, o, self)
+    return lambda self, o: binary(name, self, o)
+
+
+attach_methods(
+    __add__=_b("add"), __radd__=_b("add", True), __sub__=_b("sub"), __rsub__=_b("sub", True),
+    __mul__=_b("mul"), __rmul__=_b("mul", True), __truediv__=_b("div"),
+    __rtruediv__=_b("div", True), __pow__=_b("pow"), __rpow__=_b("pow", True),
+    __floordiv__=_b("floor_divide"), __rfloordiv__=_b("floor_divide", True),
+    __mod__=_b("remainder"), __rmod__=_b("remainder", True),
+    __and__=_b("bitwise_and"), __rand__=_b("bitwise_and", True),
+    __or__=_b("bitwise_or"), __ror__=_b("bitwise_or", True),
+    __xor__=_b("bitwise_xor"), __rxor__=_b("bitwise_xor", True),
+    __eq__=_eq, __ne__=_ne, __lt__=_b("lt"), __le__=_b("le"), __gt__=_b("gt"), __ge__=_b("ge"),
+    __neg__=neg, __pos__=lambda self: self, __abs__=abs, __invert__=_invert,
+    exp=exp, log=log, sqrt=sqrt, abs=abs, neg=neg, sin=sin, cos=cos, sign=sign, erf=erf,
+    log1p=log1p, expm1=expm1, rsqrt=rsqrt, clamp=clamp, clip=clamp,
+    relu=relu, sigmoid=sigmoid, tanh=tanh, maximum=maximum, minimum=minimum, pow=pow,
+    logical_not=_invert,
+)

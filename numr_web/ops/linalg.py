@@ -1,0 +1,125 @@
+"""Linear algebra: matmul, and the fused layer act(a @ b + bias).
+
+The fused layer's backward is one fused activation-backward pass (the act_backward op: dz and the
+bias gradient together) and two GEMMs. Under create_graph the same ops run with recording on; the
+pre-activation z saved by the forward joins the graph as "a @ b + bias" (recorded, not recomputed),
+and act_backward's own VJP supplies act''.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from .. import shapes as sh
+from ..autograd import apply, attach
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from .activations import ACT, get_act
+from .common import attach_methods, check_same_device, sum_to_shape
+from .elementwise import act_backward
+from .registry import OPS, register
+
+
+def _matmul_vjp(n, g):
+    a, b = n.args
+    ga = sum_to_shape(matmul(g, b.mT), a.shape) if a.requires_grad else None
+    gb = sum_to_shape(matmul(a.mT, g), b.shape) if b.requires_grad else None
+    return ga, gb
+
+
+register("matmul", lambda be, a, b: (be.matmul(a, b), None), _matmul_vjp)
+
+
+def _mba_forward(be, a, b, *bias, activation):
+    y, z = be.gemm_bias_act(a, b, bias[0] if bias else None, activation)
+    return y, ({"z": z} if z is not None else None)
+
+
+def _mba_vjp(n, g):
+    a, b = n.args[0], n.args[1]
+    bias = n.args[2] if len(n.args) == 3 else None
+    act = ACT[n.attrs["activation"]]
+    y = n.output()
+    if act.saves == "z":
+        s = attach(n.saved_handle("z"), n.op, n.args, {"activation": "none"}, like=y)
+        hint = y
+    else:
+        s, hint = y, None
+    want_db = bias is not None and bias.requires_grad
+    out = act_backward(g, s, act.name, y=hint, bias_grad=want_db)
+    dz, gbias = out if want_db else (out, None)
+    ga = None
+    if a.requires_grad:
+        ga = matmul(dz, b.mT)
+        if ga.shape != a.shape:
+            ga = sum_to_shape(ga, a.shape)
+    gb = None
+    if b.requires_grad:
+        if b.ndim == 2 and a.ndim > 2:   # sum over the batch inside one GEMM: (K, B*M) @ (B*M, N)
+            gb = matmul(a.reshape(-1, a.shape[-1]).mT, dz.reshape(-1, dz.shape[-1]))
+        else:
+            gb = sum_to_shape(matmul(a.mT, dz), b.shape)
+    if gbias is not None and gbias.shape != bias.shape:
+        gbias = gbias.reshape(bias.shape)
+    return (ga, gb, gbias) if bias is not None else (ga, gb)
+
+
+register("matmul_bias_activation", _mba_forward, _mba_vjp, save_out=True,
+         backward_name="MatmulBiasActivationBackward")
+
+
+def matmul(a, b):
+    """Matrix product with numpy semantics: 1-D operands are promoted, batch dims broadcast."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError(f"matmul expects two Tensors, got {type(a).__name__} and "
+                         f"{type(b).__name__}")
+    check_same_device(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul does not accept 0-d tensors (shapes {a.shape} and {b.shape}); "
+                         "use * for scalars")
+    if a.dtype is not b.dtype:
+        d = dt.promote(a.dtype, b.dtype)
+        a, b = a.astype(d), b.astype(d)
+    if a.dtype is dt.bool_:
+        a, b = a.astype(dt.int32), b.astype(dt.int32)
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    out_shape = sh.matmul_shapes(a2.shape, b2.shape)
+    out = apply(OPS["matmul"], a2, b2)
+    if a.ndim == 1 or b.ndim == 1:
+        out = out.reshape(out_shape[:-2] + ((out_shape[-2],) if a.ndim > 1 else ())
+                          + ((out_shape[-1],) if b.ndim > 1 else ()))
+    return out
+
+
+def matmul_bias_activation(a, b, bias=None, activation="none"):
+    """out = act(a @ b + bias) as one fused layer. a (..., M, K); b (K, N) or (..., K, N);
+    bias (N,) or None; activation: a name of the ACT table (nr.ACT)."""
+    act = get_act(activation)
+    for name, t in (("a", a), ("b", b)) + ((("bias", bias),) if bias is not None else ()):
+        if not isinstance(t, Tensor):
+            raise DTypeError(f"matmul_bias_activation: {name} must be a Tensor, got "
+                             f"{type(t).__name__}")
+    ts = (a, b) if bias is None else (a, b, bias)
+    check_same_device(*ts)
+    for name, t in zip(("a", "b", "bias"), ts):
+        if t.dtype is not a.dtype:
+            raise DTypeError(f"matmul_bias_activation: all operands must have one dtype; a is "
+                             f"{a.dtype.name} but {name} is {t.dtype.name}. Convert with "
+                             f".astype({a.dtype.name!r})")
+    if not a.dtype.is_floating:
+        raise DTypeError(f"matmul_bias_activation needs floating-point operands, got "
+                         f"{a.dtype.name}")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"matmul_bias_activation: a must be (..., M, K) and b (K, N) or "
+                         f"(..., K, N); got shapes {a.shape} and {b.shape}")
+    out_shape = sh.matmul_shapes(a.shape, b.shape, "matmul_bias_activation")
+    if out_shape[:-2] != a.shape[:-2]:
+        a = a.expand(out_shape[:-2] + a.shape[-2:])
+    if bias is not None and bias.shape != (b.shape[-1],):
+        raise ShapeError(f"matmul_bias_activation: bias must have shape ({b.shape[-1]},) (one "
+                         f"value per output column N={b.shape[-1]}), got {bias.shape}")
+    return apply(OPS["matmul_bias_activation"], *((a, b) if bias is None else (a, b, bias)),
+                 activation=act.name)
+
+
+attach_methods(__matmul__=lambda self, o: matmul(self, o),
+               __rmatmul__=lambda self, o: matmul(o, self), matmul=matmul)

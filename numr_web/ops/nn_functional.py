@@ -1,0 +1,129 @@
+"""Neural-network functions built from the op families: one_hot, cross_entropy.
+
+Nothing here reads a value back to the host: a check on values (labels in range) is queued on the
+device and reported at the next readback, as CUDA reports a device-side assert (numr_web.backends
+`Backend.check_later`); on the cpu it is immediate.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..autograd import apply
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from .common import as_tensor, check_same_device
+from .elementwise import where
+from .registry import OPS, register
+
+register("one_hot", lambda be, x, n, dtype: (be.one_hot(x, n, dtype), None), None)
+
+
+def _check_labels(labels, n, ignore_index=None, what="labels"):
+    """Queue the check "every label is in [0, n) or equals ignore_index" on the device."""
+    bad = (labels < 0) | (labels >= n)
+    if ignore_index is not None:
+        bad = bad & (labels != ignore_index)
+    labels._backend.check_later(
+        bad.max()._data if bad.size else None,
+        f"{what} must be in [0, {n})" + (f" or equal ignore_index={ignore_index}"
+                                         if ignore_index is not None else "") +
+        f" for {n} classes; some are not")
+
+
+def one_hot(labels, num_classes=-1, dtype=dt.float32):
+    if not isinstance(labels, Tensor):
+        raise DTypeError(f"one_hot expects an integer Tensor, got {type(labels).__name__}")
+    if labels.dtype.kind != "i":
+        raise DTypeError(f"one_hot needs integer labels (int32), got {labels.dtype.name}")
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
+        raise ShapeError(f"one_hot: num_classes must be a positive int, got {num_classes!r} "
+                         "(inferring it from the data would need a readback)")
+    _check_labels(labels, num_classes)
+    return apply(OPS["one_hot"], labels, n=num_classes, dtype=dt.get_dtype(dtype))
+
+
+def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """torch.nn.functional.cross_entropy: logits (N, C), (N, C, d1, ...) or (C,); target class
+    indices (N,) / (N, d1, ...) / () as int32, or class probabilities of the logits' shape."""
+    if not isinstance(logits, Tensor):
+        raise DTypeError(f"cross_entropy: logits must be a Tensor, got {type(logits).__name__}")
+    if not logits.dtype.is_floating:
+        raise DTypeError(f"cross_entropy: logits must be floating point, got {logits.dtype.name}")
+    target = as_tensor(target, logits)
+    check_same_device(logits, target)
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got "
+                         f"{reduction!r}")
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ShapeError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if logits.ndim == 0:
+        raise ShapeError("cross_entropy: logits must have a class dimension: (C,), (N, C) or "
+                         "(N, C, d1, ...)")
+    # classes last: (rows, C)
+    lead = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()
+    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+    if logits.ndim > 2:
+        logits = logits.permute((0,) + tuple(range(2, logits.ndim)) + (1,))
+    lp = logits.reshape(-1, C).log_softmax(-1)
+    w = None
+    if weight is not None:
+        w = as_tensor(weight, lp).astype(lp.dtype)
+        if w.shape != (C,):
+            raise ShapeError(f"cross_entropy: weight must have shape ({C},), got {w.shape}")
+    if target.dtype.is_floating:                           # class probabilities
+        return _soft_targets(lp, target, C, lead, w, reduction, label_smoothing, logits)
+    if target.dtype.kind != "i":
+        raise DTypeError(f"cross_entropy: target must be int32 class indices or float "
+                         f"probabilities, got {target.dtype.name}")
+    if target.shape != lead:
+        raise ShapeError(f"cross_entropy: target must have shape {lead} to match logits of "
+                         f"shape {(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got "
+                         f"{target.shape}")
+    labels = target.reshape(-1)
+    _check_labels(labels, C, ignore_index, "cross_entropy targets")
+    hit = apply(OPS["one_hot"], _masked(labels, ignore_index), n=C, dtype=dt.bool_)
+    kept = (labels != ignore_index).astype(lp.dtype)        # rows that count
+    w_rows = (w.expand(hit.shape) * hit.astype(lp.dtype)).sum(-1) if w is not None else kept
+    picked = where(hit, lp, 0.0).sum(-1)                    # no -inf * 0 for masked classes
+    nll = -picked * w_rows if w is not None else -picked
+    loss = _reduce(nll, w_rows, reduction, lead)
+    if label_smoothing:
+        smooth = -(lp * w).sum(-1) if w is not None else -lp.sum(-1)
+        smooth = where(kept > 0, smooth, 0.0)
+        loss = loss * (1 - label_smoothing) + _reduce(smooth, w_rows, reduction, lead) * \
+            (label_smoothing / C)
+    return loss
+
+
+def _masked(labels, ignore_index):
+    """Labels with the ignored ones moved out of range, so that their one-hot row is empty."""
+    return where(labels == ignore_index, -1, labels) if ignore_index >= 0 else labels
+
+
+def _reduce(per_row, denom, reduction, lead):
+    if reduction == "none":
+        return per_row.reshape(lead)
+    if reduction == "sum":
+        return per_row.sum()
+    return per_row.sum() / denom.sum()
+
+
+def _soft_targets(lp, target, C, lead, w, reduction, label_smoothing, logits):
+    full = (lead[:1] + (C,) + lead[1:]) if lead else (C,)
+    if target.shape != full:
+        raise ShapeError(f"cross_entropy: probability targets must have the logits' shape "
+                         f"{full}, got {target.shape}")
+    if len(full) > 2:
+        target = target.permute((0,) + tuple(range(2, len(full))) + (1,))
+    p = target.reshape(-1, C).astype(lp.dtype)
+    if label_smoothing:
+        p = p * (1 - label_smoothing) + label_smoothing / C
+    terms = where(p == 0, 0.0, lp * p)
+    if w is not None:
+        terms = terms * w
+    per_row = -terms.sum(-1)
+    if reduction == "none":
+        return per_row.reshape(lead)
+    if reduction == "sum":
+        return per_row.sum()
+    return per_row.sum() / max(1, per_row.shape[0])

@@ -1,0 +1,195 @@
+"""Reductions: sum, mean, max, min over any axes; argmax/argmin; softmax / log_softmax.
+
+Keyword names are torch's (dim=, keepdim=) and numpy's (axis=, keepdims=) alike.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from .. import shapes as sh
+from ..autograd import apply
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from .common import attach_methods
+from .elementwise import where
+from .registry import OPS, register
+
+
+def _reduce_vjp(n, g):
+    x, axes, op = n.args[0], n.attrs["axes"], n.attrs["op"]
+    kshape = sh.reduced_shape(x.shape, axes, True)
+    gk = g.reshape(kshape)
+    if op == "sum":
+        return (gk.expand(x.shape),)
+    if op == "mean":
+        return ((gk / sh.prod(x.shape[a] for a in axes)).expand(x.shape),)
+    if op == "prod":
+        return (gk * _prod_others(x, axes, n.output().reshape(kshape)),)
+    mask = (x == n.output().reshape(kshape)).astype(g.dtype)    # ties share the gradient
+    return (gk * mask / mask.sum(axes, keepdims=True),)
+
+
+def _prod_others(x, axes, out):
+    """d prod / d x_i = product of the other elements, also where x_i == 0 (torch's)."""
+    zero = x == 0
+    nz = zero.astype(x.dtype).sum(axes, keepdims=True)
+    others = where(zero, 1.0, x).prod(axes, keepdims=True)
+    return where(zero, where(nz == 1, others, 0.0), out / where(zero, 1.0, x))
+
+
+register("reduce", lambda be, x, op, axes, keepdims: (be.reduce(op, x, axes, keepdims), None),
+         _reduce_vjp, save_out=True, backward_name="ReduceBackward",
+         vjp_reads_saved=False)           # only max/min read the output (Node.output checks)
+register("argmax", lambda be, x, axis, keepdims: (be.argmax(x, axis, keepdims), None), None)
+
+
+def _softmax_vjp(n, g):
+    y, axis = n.output(), n.attrs["axis"]
+    if n.attrs["log"]:                     # d log_softmax: g - softmax * sum(g)
+        return (g - y.exp() * g.sum(axis, keepdims=True),)
+    return (y * (g - (g * y).sum(axis, keepdims=True)),)
+
+
+register("softmax", lambda be, x, axis, log: (be.softmax(x, axis, log), None), _softmax_vjp,
+         save_out=True)
+
+
+def axis_args(dim, axis, keepdim, keepdims):
+    """Merge torch's (dim, keepdim) and numpy's (axis, keepdims) spellings."""
+    if dim is not None and axis is not None:
+        raise ShapeError("give either dim= or axis=, not both")
+    return (dim if dim is not None else axis), bool(keepdim or keepdims)
+
+
+def reduce_op(op, x, axis=None, keepdims=False):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{op} expects a Tensor, got {type(x).__name__}")
+    axes = sh.normalize_axes(axis, x.ndim)
+    if op in ("max", "min") and any(x.shape[a] == 0 for a in axes) or \
+            op in ("max", "min") and x.size == 0 and axis is None:
+        raise ShapeError(f"{op} of an empty dimension is undefined (shape {x.shape}); give a "
+                         "non-empty tensor or reduce over another dim")
+    if op == "mean" and not x.dtype.is_floating:
+        raise DTypeError(f"mean of a {x.dtype.name} tensor needs a floating dtype; use "
+                         "x.float().mean()")
+    if op == "sum" and x.dtype is dt.bool_:
+        x = x.astype(dt.int32)
+    if not axes:                      # 0-d tensor: nothing to reduce
+        return x * 1 if x.requires_grad else x
+    return apply(OPS["reduce"], x, op=op, axes=axes, keepdims=bool(keepdims))
+
+
+def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):  # noqa: A001
+    axis, keep = axis_args(dim, axis, keepdim, keepdims)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return reduce_op("sum", x, axis, keep)
+
+
+def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):
+    axis, keep = axis_args(dim, axis, keepdim, keepdims)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return reduce_op("mean", x, axis, keep)
+
+
+def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):
+    axis, keep = axis_args(dim, axis, keepdim, keepdims)
+    if dtype is not None:
+        x = x.astype(dtype)
+    if x.dtype is dt.bool_:
+        x = x.astype(dt.int32)
+    return reduce_op("prod", x, axis, keep)
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) over dim without overflow; its gradient is softmax(x)."""
+    if not x.dtype.is_floating:
+        x = x.astype(dt.default_float)
+    m = x.detach().max(dim, keepdim=True)
+    m = where(m.abs() < float("inf"), m, 0.0)             # all -inf (or inf) rows stay so
+    out = ((x - m).exp().sum(dim, keepdim=True)).log() + m
+    return out if keepdim else out.squeeze(dim)
+
+
+def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan."""
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    if not x.dtype.is_floating:
+        raise DTypeError(f"var of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
+    axes = sh.normalize_axes(dim, x.ndim)
+    n = sh.prod(x.shape[a] for a in axes)
+    d = x - x.mean(axes, keepdim=True) if axes else x * 0
+    return (d * d).sum(axes, keepdim=keepdim) / float(n - correction)
+
+
+def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
+
+
+def _maxmin(op, x, dim, keepdim, axis, keepdims):
+    if isinstance(dim, Tensor):                  # torch's x.max(other): elementwise
+        return getattr(x, "maximum" if op == "max" else "minimum")(dim)
+    axis, keep = axis_args(dim, axis, keepdim, keepdims)
+    return reduce_op(op, x, axis, keep)
+
+
+def max(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
+    """Values only (use argmax for the indices): see README's table of differences from torch."""
+    return _maxmin("max", x, dim, keepdim, axis, keepdims)
+
+
+def min(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
+    return _maxmin("min", x, dim, keepdim, axis, keepdims)
+
+
+def _arg(op, x, dim, keepdim, axis, keepdims):
+    axis, keep = axis_args(dim, axis, keepdim, keepdims)
+    if axis is not None:
+        axis = sh.normalize_axis(axis, x.ndim)
+        if x.ndim and x.shape[axis] == 0:
+            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape})")
+    if x.size == 0:
+        raise ShapeError(f"{op} of an empty tensor is undefined")
+    if op == "argmin":
+        if x.dtype is dt.bool_:
+            x = x.astype(dt.int32)
+        x = -x
+    if axis is not None and x.ndim == 0:
+        axis = None
+    return apply(OPS["argmax"], x, axis=axis, keepdims=keep)
+
+
+def argmax(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
+    return _arg("argmax", x, dim, keepdim, axis, keepdims)
+
+
+def argmin(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
+    return _arg("argmin", x, dim, keepdim, axis, keepdims)
+
+
+def _softmax(x, dim, axis, log):
+    axis, _ = axis_args(dim, axis, False, False)
+    axis = -1 if axis is None else axis
+    if not x.dtype.is_floating:
+        x = x.astype(dt.default_float)
+    if x.ndim == 0:                               # one element: softmax 1, log_softmax 0
+        sh.normalize_axis(axis, 0)
+        return _softmax(x.reshape(1), None, 0, log).reshape(())
+    axis = sh.normalize_axis(axis, x.ndim)
+    if x.size == 0:
+        return x * 1
+    return apply(OPS["softmax"], x, axis=axis, log=log)
+
+
+def softmax(x, dim=None, *, axis=None):
+    return _softmax(x, dim, axis, False)
+
+
+def log_softmax(x, dim=None, *, axis=None):
+    return _softmax(x, dim, axis, True)
+
+
+attach_methods(sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,
+               softmax=softmax, log_softmax=log_softmax, prod=prod, logsumexp=logsumexp,
+               var=var, std=std)

@@ -1,0 +1,220 @@
+"""Shape and copy ops: reshape, permute, expand, basic indexing, concat and what is built on them.
+Backends return views where they can (reshape of a dense tensor, permute, expand, slicing)."""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from .. import shapes as sh
+from ..autograd import apply
+from ..errors import ShapeError
+from ..tensor import Tensor
+from .common import attach_methods, check_same_device, sum_to_shape
+from .registry import OPS, register
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def _concat_vjp(n, g):
+    axis, start, out = n.attrs["axis"], 0, []
+    for x in n.args:
+        idx = tuple((0, d, 1) if i != axis else (start, start + x.shape[axis], 1)
+                    for i, d in enumerate(g.shape))
+        out.append(apply(OPS["slice"], g, index=idx))
+        start += x.shape[axis]
+    return tuple(out)
+
+
+register("reshape", lambda be, x, shape: (be.reshape(x, shape), None),
+         lambda n, g: (g.reshape(n.args[0].shape),), vjp_reads_saved=False)
+register("permute", lambda be, x, perm: (be.permute(x, perm), None),
+         lambda n, g: (g.permute(_inverse(n.attrs["perm"])),), vjp_reads_saved=False)
+register("expand", lambda be, x, shape: (be.expand(x, shape), None),
+         lambda n, g: (sum_to_shape(g, n.args[0].shape),), vjp_reads_saved=False)
+register("slice", lambda be, x, index: (be.slice(x, index), None),
+         lambda n, g: (apply(OPS["unslice"], g, shape=n.args[0].shape, index=n.attrs["index"]),),
+         vjp_reads_saved=False)
+register("unslice", lambda be, g, shape, index: (be.unslice(g, shape, index), None),
+         lambda n, g: (apply(OPS["slice"], g, index=n.attrs["index"]),), vjp_reads_saved=False)
+register("concat", lambda be, *xs, axis: (be.concat(list(xs), axis), None), _concat_vjp,
+         vjp_reads_saved=False)
+register("clone", lambda be, x: (be.copy(x), None), lambda n, g: (g,), vjp_reads_saved=False)
+
+
+def _shape_args(shape):
+    """f(2, 3) and f((2, 3)) alike."""
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        return tuple(shape[0])
+    return shape
+
+
+def reshape(x, *shape):
+    new = sh.reshape_target(x.shape, _shape_args(shape))
+    if new == x.shape and not x.requires_grad:
+        return x
+    return apply(OPS["reshape"], x, shape=new)
+
+
+def permute(x, *perm):
+    perm = tuple(sh.normalize_axis(p, x.ndim) for p in _shape_args(perm))
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"permute: {perm} is not a permutation of the {x.ndim} axes of a "
+                         f"tensor of shape {x.shape}")
+    return apply(OPS["permute"], x, perm=perm)
+
+
+def transpose(x, dim0=-2, dim1=-1):
+    if x.ndim < 2 and (dim0, dim1) == (-2, -1):
+        return x
+    a, b = sh.normalize_axis(dim0, x.ndim), sh.normalize_axis(dim1, x.ndim)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, perm)
+
+
+def expand(x, *shape):
+    shape = tuple(sh.as_int(s, "expand size") for s in _shape_args(shape))
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ShapeError(f"expand: the target {shape} has fewer dims than the tensor {x.shape}")
+    if any(s == -1 for s in shape[:lead]):
+        raise ShapeError(f"expand: -1 (keep the size) is only allowed for existing dimensions, "
+                         f"not for the {lead} new leading one(s) in {shape}")
+    shape = tuple(s if s != -1 else x.shape[i - lead] for i, s in enumerate(shape))
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"expand: sizes must be non-negative (or -1 to keep one), got {shape}")
+    if not all(d == s or d == 1 for d, s in zip(x.shape, shape[lead:])):
+        raise ShapeError(f"cannot expand a tensor of shape {x.shape} to {shape}; each "
+                         "dimension must match or be 1 in the tensor")
+    if shape == x.shape:
+        return x
+    return apply(OPS["expand"], x, shape=shape)
+
+
+def getitem(x, index):
+    idx, new_axes, out_shape = sh.normalize_index(index, x.shape)
+    out = apply(OPS["slice"], x, index=idx)
+    if new_axes:
+        out = out.reshape(out_shape)
+    return out
+
+
+def concat(tensors, dim=0, *, axis=None):
+    ts = list(tensors)
+    if not ts:
+        raise ShapeError("concat needs at least one tensor")
+    if not all(isinstance(t, Tensor) for t in ts):
+        raise ShapeError("concat takes a sequence of Tensors")
+    check_same_device(*ts)
+    if any(t.ndim == 0 for t in ts):
+        raise ShapeError("concat: 0-d tensors cannot be concatenated; use stack, or reshape "
+                         "them to (1,) first")
+    d = dt.result_type(*ts)
+    ts = [t.astype(d) for t in ts]
+    axis = sh.normalize_axis(dim if axis is None else axis, ts[0].ndim)
+    for t in ts[1:]:
+        if t.ndim != ts[0].ndim or any(x != y for i, (x, y) in enumerate(zip(t.shape, ts[0].shape))
+                                       if i != axis):
+            raise ShapeError(f"concat: shapes {ts[0].shape} and {t.shape} differ outside dim "
+                             f"{axis}; all other dimensions must match")
+    return apply(OPS["concat"], *ts, axis=axis)
+
+
+def stack(tensors, dim=0, *, axis=None):
+    ts = list(tensors)
+    if not ts:
+        raise ShapeError("stack needs at least one tensor")
+    for t in ts[1:]:
+        if t.shape != ts[0].shape:
+            raise ShapeError(f"stack: all tensors must have one shape, got {ts[0].shape} and "
+                             f"{t.shape}")
+    axis = sh.normalize_axis(dim if axis is None else axis, ts[0].ndim + 1)
+    return concat([t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in ts], axis)
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        return reshape(x, tuple(d for d in x.shape if d != 1))
+    dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+    dims = {sh.normalize_axis(d, x.ndim) for d in dims} if x.ndim else set()
+    return reshape(x, tuple(d for i, d in enumerate(x.shape) if not (i in dims and d == 1)))
+
+
+def unsqueeze(x, dim):
+    dim = sh.normalize_axis(dim, x.ndim + 1)
+    return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    a, b = sh.normalize_axis(start_dim, x.ndim), sh.normalize_axis(end_dim, x.ndim)
+    if a > b:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return reshape(x, x.shape[:a] + (sh.prod(x.shape[a:b + 1]),) + x.shape[b + 1:])
+
+
+def clone(x):
+    return apply(OPS["clone"], x)
+
+
+def contiguous(x):
+    return x if not x._backend.is_view(x._data) else clone(x)
+
+
+def narrow(x, dim, start, length):
+    dim = sh.normalize_axis(dim, x.ndim)
+    start, length = sh.as_int(start, "start"), sh.as_int(length, "length")
+    if start < 0:
+        start += x.shape[dim]
+    if not 0 <= start <= start + length <= x.shape[dim] or length < 0:
+        raise ShapeError(f"narrow: [{start}, {start + length}) is outside dim {dim} of size "
+                         f"{x.shape[dim]}")
+    return getitem(x, (slice(None),) * dim + (slice(start, start + length),))
+
+
+def split(x, split_size_or_sections, dim=0):
+    dim = sh.normalize_axis(dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [sh.as_int(s, "split size") for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ShapeError(f"split: sections {sizes} must be non-negative and sum to the size "
+                             f"{n} of dim {dim}")
+    else:
+        size = sh.as_int(split_size_or_sections, "split size")
+        if size <= 0:
+            raise ShapeError(f"split: the size must be positive, got {size}")
+        sizes = [min(size, n - i) for i in range(0, n, size)] or [0]
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    chunks = sh.as_int(chunks, "chunks")
+    if chunks <= 0:
+        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+    n = x.shape[sh.normalize_axis(dim, x.ndim)]
+    return split(x, max(1, -(-n // chunks)), dim)
+
+
+def _T(self):
+    return permute(self, tuple(reversed(range(self.ndim))))
+
+
+def _iter(self):
+    for i in range(len(self)):
+        yield self[i]
+
+
+attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpose,
+               expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
+               T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
+               flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
+               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)

@@ -1,0 +1,86 @@
+"""The structure rules of numr_web/, checked: no import cycles (function-local imports included),
+no module over 500 lines, and the op vocabulary and activation table complete on every backend."""
+import ast
+from pathlib import Path
+
+import pytest
+
+import numr_web as nr
+from numr_web.ops.activations import ACT, Code
+from numr_web.ops.registry import KERNEL_FAMILIES, OPS, family_names
+
+PKG = Path(nr.__file__).parent
+
+
+def _module_name(path):
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path, name, files):
+    """Modules of numr_web imported anywhere in the file (relative imports resolved): for
+    `from pkg import x`, the module pkg.x when x is one, else pkg."""
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = pkg
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            mod = (base + "." + node.module if node.module else base) if node.level else node.module
+            if mod and mod.startswith("numr_web"):
+                for a in node.names:
+                    out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("numr_web"))
+    return out
+
+
+def test_no_import_cycles():
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {m: {i for i in _imports(p, m, files) if i in files and i != m}
+             for m, p in files.items()}
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_module_over_500_lines():
+    big = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 500}
+    assert not big, f"split these along their responsibilities: {big}"
+
+
+def test_activation_table_is_complete():
+    for name, act in ACT.items():
+        assert act.saves in ("y", "z"), name
+        for lang in ("np", "wgsl", "cuda"):
+            code = getattr(act, lang)
+            assert isinstance(code, Code)
+            for fn in ("fwd", "dz", "d2") + (("d1", "ds") if act.saves == "y" else ()):
+                assert getattr(code, fn) is not None, (name, lang, fn)
+
+
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_every_backend_covers_the_vocabulary(device):
+    be = nr.get_backend(device)
+    for family in KERNEL_FAMILIES:
+        for name in family_names(family):
+            assert be.covers(family, name), f"{device} has no kernel for {family} op {name!r}"
+    assert set(OPS) >= {n for f in KERNEL_FAMILIES for n in family_names(f)}
