@@ -9,6 +9,8 @@ import array
 import random
 from importlib import resources
 
+from ..creation import tensor
+
 N_PIXELS = 64
 RECORD = N_PIXELS + 1
 
@@ -29,7 +31,6 @@ def load_digits():
 
 def digits_split(test_fraction=0.2, seed=0, device=None):
     """Shuffled train/test split as tensors: x scaled to [0, 1] float32 (n, 64), y int32 (n,)."""
-    from ..tensor import tensor
     pixels, labels = load_digits()
     n = len(labels)
     order = list(range(n))

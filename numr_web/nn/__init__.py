@@ -1,0 +1,19 @@
+"""numr_web.nn: torch.nn-shaped modules, layers, optimizers (nn.optim) and functional ops
+(nn.functional). Layers run on whatever device their parameters are on.
+
+    from numr_web import nn
+    model = nn.Sequential(nn.Linear(64, 128, activation="gelu"), nn.Linear(128, 10))
+    opt = nn.optim.AdamW(model.parameters(), lr=3e-3)
+"""
+from . import functional, init, optim, utils  # noqa: F401
+from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
+from .attention import MultiheadAttention  # noqa: F401
+from .containers import ModuleList, Sequential  # noqa: F401
+from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .functional import cross_entropy  # noqa: F401
+from .linear import MLP, Flatten, Identity, Linear  # noqa: F401
+from .module import IncompatibleKeys, Module, Parameter, StateDictError  # noqa: F401
+from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .sparse import Embedding  # noqa: F401
+from .optim import SGD, Adam, AdamW, clip_grad_norm_  # noqa: F401  (nn.SGD etc. for the demos)

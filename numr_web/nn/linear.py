@@ -1,0 +1,94 @@
+"""Linear (one fused GEMM + bias + activation op), MLP, Identity, Flatten.
+
+Linear stores its weight as torch does, (out_features, in_features), so state_dicts and
+safetensors checkpoints load into torch.nn.Linear unchanged and an Embedding's (vocab, dim) table
+can be tied to an output layer. The forward passes weight.T to the fused op (a view on cpu/cuda)."""
+from __future__ import annotations
+
+import math
+
+from . import _core
+from .containers import ModuleList
+from .module import Module, Parameter
+
+
+class Linear(Module):
+    """y = activation(x @ weight.T + bias). Initialised like torch.nn.Linear: weight and bias
+    uniform in +-1/sqrt(in_features). `seed` makes the initialisation reproducible (numr's
+    extension; the bias uses seed + 1)."""
+
+    def __init__(self, in_features, out_features, bias=True, activation="none", device=None,
+                 dtype=None, seed=None):
+        super().__init__()
+        if isinstance(bias, str):
+            raise _core.NumrError(f"Linear(in, out, bias, activation): bias must be a bool, got "
+                                  f"{bias!r}; pass the activation by name: activation={bias!r}")
+        _core.get_act(activation)
+        self.in_features, self.out_features = in_features, out_features
+        self.activation = activation
+        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
+        self.weight = Parameter(_uniform((out_features, in_features), bound, seed, device, dtype))
+        self.bias = None
+        if bias:
+            self.bias = Parameter(_uniform((out_features,), bound,
+                                           None if seed is None else seed + 1, device, dtype))
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias, self.activation)
+
+    def extra_repr(self):
+        act = f", activation={self.activation!r}" if self.activation != "none" else ""
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}{act}")
+
+
+def linear(x, weight, bias=None, activation="none"):
+    """torch.nn.functional.linear (weight (out, in)) with numr's fused activation."""
+    if x.ndim == 1:
+        return linear(x.reshape(1, -1), weight, bias, activation).reshape(-1)
+    return _core.matmul_bias_activation(x, weight.T, bias, activation)
+
+
+def _uniform(shape, bound, seed, device, dtype):
+    return _core.rand(shape, seed=seed, device=device, dtype=dtype) * (2 * bound) - bound
+
+
+class MLP(Module):
+    """Linear layers sizes[0] -> sizes[1] -> ... with `activation` fused into every layer but the
+    last. seed (default 0) makes the initialisation reproducible; layer i uses seed + 2i."""
+
+    def __init__(self, sizes, activation="relu", device=None, seed=0, dtype=None):
+        super().__init__()
+        n = len(sizes) - 1
+        self.layers = ModuleList(
+            Linear(a, b, activation=activation if i < n - 1 else "none", device=device,
+                   dtype=dtype, seed=None if seed is None else seed + 2 * i)
+            for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Flattens dims start_dim..end_dim into one (default: all but the batch dim)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        s, e = self.start_dim % x.ndim, self.end_dim % x.ndim
+        return x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:])
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -1,0 +1,236 @@
+"""Optimizers with torch.optim's formulas, step for step (tested against torch in float64).
+
+Every update is made of device ops with Python-float hyperparameters: a step never reads a value
+back, so it queues on a GPU without waiting. The engine has no in-place ops, so an update computes
+the new values and re-points the parameter at them (its identity stays; see _core.rebind)."""
+from __future__ import annotations
+
+import math
+
+from .. import _core
+from .._core import NumrError, Tensor
+
+
+class Optimizer:
+    """Base class: param_groups (dicts with "params" and hyperparameters), per-parameter state,
+    step(), zero_grad(), state_dict() / load_state_dict()."""
+
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.state = {}                  # parameter -> dict of its state
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise NumrError("params must be an iterable of Tensors (or of dicts with 'params'), "
+                            "got a single Tensor; wrap it in a list")
+        groups = list(params)
+        if not groups:
+            raise NumrError(f"{type(self).__name__} got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group):
+        group = dict(group)
+        ps = group["params"]
+        ps = [ps] if isinstance(ps, Tensor) else list(ps)
+        for p in ps:
+            if not isinstance(p, Tensor):
+                raise NumrError(f"optimizers take Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise NumrError("can't optimize a non-leaf Tensor (one computed by ops); "
+                                "optimize the leaves it came from")
+        known = {id(p) for g in self.param_groups for p in g["params"]}
+        if len({id(p) for p in ps}) != len(ps) or any(id(p) in known for p in ps):
+            raise NumrError("some parameters appear more than once in the optimizer's groups")
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        group["params"] = ps
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    p.grad = None if set_to_none else _core.zeros_like(p.grad)
+
+    def step(self, closure=None):
+        """One update of every parameter that has a .grad. closure (optional) re-evaluates the
+        model and returns the loss, which step returns."""
+        loss = None
+        if closure is not None:
+            with _core.enable_grad():
+                loss = closure()
+        with _core.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, p.grad, self.state.setdefault(p, {}), group)
+        return loss
+
+    def _update(self, p, g, state, group):
+        raise NotImplementedError
+
+    @staticmethod
+    def _assign(p, value):
+        """Point the parameter at its new values (same shape, dtype, device). A p.detach() taken
+        earlier keeps the old values, unlike torch's in-place step."""
+        value = value.astype(p.dtype)
+        if value.shape != p.shape:
+            raise _core.ShapeError(f"optimizer update of shape {value.shape} for a parameter of "
+                                   f"shape {p.shape}")
+        _core.rebind(p, value)
+
+    # -- checkpoints (torch's layout: parameters by their index over all groups) -------------------
+    def state_dict(self):
+        index, groups = {}, []
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            groups.append({**{k: v for k, v in g.items() if k != "params"},
+                           "params": [index[id(p)] for p in g["params"]]})
+        state = {index[id(p)]: {k: v.detach() if isinstance(v, Tensor) else v
+                                for k, v in s.items()}
+                 for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        saved = state_dict["param_groups"]
+        if len(saved) != len(self.param_groups) or any(
+                len(s["params"]) != len(g["params"]) for s, g in zip(saved, self.param_groups)):
+            raise NumrError("loaded optimizer state has a different number of parameter groups "
+                            "or of parameters per group than this optimizer")
+        by_index = {}
+        for s, g in zip(saved, self.param_groups):
+            by_index.update(zip(s["params"], g["params"]))
+            g.update({k: v for k, v in s.items() if k != "params"})
+        self.state = {}
+        for i, s in state_dict["state"].items():
+            p = by_index[int(i)]
+            self.state[p] = {k: _to_param(v, p) for k, v in s.items()}
+
+
+def _to_param(v, p):
+    if not isinstance(v, Tensor):
+        return v
+    v = v.detach().to(p.device)
+    return v.astype(p.dtype) if v.dtype.is_floating else v
+
+
+def _check(name, value, ok):
+    if not ok:
+        raise NumrError(f"invalid {name}: {value!r}")
+
+
+def _lerp(a, b, w):
+    """torch.lerp's formula (two forms, chosen by the weight, for accuracy near each end)."""
+    return a + (b - a) * w if abs(w) < 0.5 else b - (b - a) * (1 - w)
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: g += weight_decay * p; buf = momentum * buf + (1 - dampening) * g (buf = g
+    on the first step); g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        _check("lr", lr, lr >= 0)
+        _check("momentum", momentum, momentum >= 0)
+        _check("weight_decay", weight_decay, weight_decay >= 0)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise NumrError("Nesterov momentum requires a momentum > 0 and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    def _update(self, p, g, state, group):
+        wd, mom = group["weight_decay"], group["momentum"]
+        if wd:
+            g = g + p * wd
+        if mom:
+            buf = state.get("momentum_buffer")
+            buf = g if buf is None else buf * mom + g * (1 - group["dampening"])
+            state["momentum_buffer"] = buf
+            g = g + buf * mom if group["nesterov"] else buf
+        self._assign(p, p - g * group["lr"])
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight decay added to the gradient; amsgrad optional)."""
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False):
+        _check("lr", lr, lr >= 0)
+        _check("eps", eps, eps >= 0)
+        _check("betas", betas, all(0 <= b < 1 for b in betas))
+        _check("weight_decay", weight_decay, weight_decay >= 0)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad))
+
+    def _update(self, p, g, state, group):
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        base = p
+        if wd and self.decoupled:
+            base = p * (1 - lr * wd)
+        elif wd:
+            g = g + p * wd
+        step = state["step"] = state.get("step", 0) + 1
+        m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+        # the moments start at zero: a Python 0.0 stands for them (no zeros tensors to make)
+        m = _lerp(0.0 if m is None else m, g, 1 - b1)
+        v = (g * (1 - b2)) * g if v is None else v * b2 + (g * (1 - b2)) * g
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        if group["amsgrad"]:
+            vmax = state.get("max_exp_avg_sq")
+            v = state["max_exp_avg_sq"] = v if vmax is None else _core.maximum(vmax, v)
+        step_size = lr / (1 - b1 ** step)
+        denom = v.sqrt() / math.sqrt(1 - b2 ** step) + group["eps"]
+        self._assign(p, base - (m * step_size) / denom)
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: decoupled weight decay, p *= 1 - lr * weight_decay, then Adam."""
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scale the gradients so that their total norm is at most max_norm (torch's formula: the
+    factor is min(1, max_norm / (total + 1e-6))). Returns the total norm as a 0-d Tensor; the
+    factor is computed on the device, so nothing is read back (unless error_if_nonfinite)."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    params = [p for p in parameters if p.grad is not None]
+    if not params:
+        return _core.tensor(0.0)
+    norm_type = float(norm_type)
+    with _core.no_grad():
+        first = params[0].grad
+        norms = [_vector_norm(p.grad, norm_type).to(first.device).astype(first.dtype)
+                 for p in params]
+        total = _vector_norm(_core.stack(norms), norm_type)
+        if error_if_nonfinite and not math.isfinite(total.item()):
+            raise NumrError(f"the total norm of order {norm_type} of the gradients is "
+                            f"{total.item()}, so they cannot be clipped")
+        coef = _core.minimum(max_norm / (total + 1e-6), 1.0)
+        for p in params:
+            p.grad = p.grad * coef.to(p.grad.device).astype(p.grad.dtype)
+    return total
+
+
+def _vector_norm(x, ord):
+    if ord == math.inf:
+        return x.abs().max()
+    if ord == -math.inf:
+        return x.abs().min()
+    if ord == 0:
+        return (x != 0).astype(x.dtype).sum()
+    if ord == 1:
+        return x.abs().sum()
+    if ord == 2:
+        return (x * x).sum().sqrt()
+    return (x.abs() ** ord).sum() ** (1.0 / ord)
