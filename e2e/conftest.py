@@ -7,77 +7,34 @@ console errors, save screenshots into test-results/e2e/.
     NUMR_CHROMIUM=/path/to/chrome   # another Chromium (default: chromium / chromium-browser on PATH)
 
 Never `playwright install`: the browser is the system one (executable_path).
+
+Browsers without JSPI: Chromium 137+ ships JSPI with no switch to turn it off (checked on 156:
+--js-flags=--no-experimental-wasm-jspi and --disable-features=WebAssemblyJSPromiseIntegration both
+leave WebAssembly.Suspending in place). `App(..., jspi=False)` therefore removes WebAssembly.Suspending
+and WebAssembly.promising in front of Pyodide's loader (pyodide.mjs, rewritten on its way to the page
+or the worker), which is what Pyodide feature-tests; the tests check in the page / worker that it is
+off (`pyodide.ffi.can_run_sync()` is False).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DIST = ROOT / "web" / "dist"
-ARTIFACTS = ROOT / "test-results" / "e2e"
-CHROMIUM_ARGS = [
-    "--enable-unsafe-webgpu",
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-# pages that boot Pyodide + run numr_web on SwiftShader need generous timeouts (milliseconds)
-BOOT_TIMEOUT_MS = 120_000
-
-
-def _load_serve():
-    # by path: numr_web.serve needs only the standard library, not the engine
-    spec = importlib.util.spec_from_file_location("numr_web_serve", ROOT / "numr_web" / "serve.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _chromium():
-    exe = os.environ.get("NUMR_CHROMIUM")
-    if exe:
-        return exe
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.exit("e2e: no Chromium found (install the distro's chromium package or set NUMR_CHROMIUM)", 2)
-
-
-def _newest_source_mtime():
-    newest = 0.0
-    for base in ("numr_web", "shaders", "web/src", "web/py", "web/public/golden"):
-        for p in (ROOT / base).rglob("*"):
-            if p.is_file() and "__pycache__" not in p.parts:
-                newest = max(newest, p.stat().st_mtime)
-    for p in list((ROOT / "web").glob("*.html")) + [ROOT / "package-lock.json", ROOT / "vite.config.js",
-                                                     ROOT / "scripts" / "make_golden.py"]:
-        if p.is_file():
-            newest = max(newest, p.stat().st_mtime)
-    return newest
+from e2e_support import (CHROMIUM_ARGS, DIST, NO_WEBGPU_ARGS, ROOT, App,
+                         _chromium, _test_name, load_serve)
 
 
 @pytest.fixture(scope="session")
 def web_dist():
-    serve = _load_serve()
+    serve = load_serve()
     mode = os.environ.get("NUMR_E2E_BUILD", "auto")
     built = serve.is_built(DIST)
-    stale = built and _newest_source_mtime() > (DIST / "index.html").stat().st_mtime
-    if mode == "always" or (mode == "auto" and (not built or stale)):
+    if mode == "always" or (mode == "auto" and (not built or serve.is_stale(ROOT))):
         subprocess.run(["bash", str(ROOT / "scripts" / "build-web.sh")], cwd=ROOT, check=True,
-                       stdout=sys.stderr)
+                       stdout=sys.stderr, env={**os.environ, "PYTHON": sys.executable})
     if not serve.is_built(DIST):
         pytest.exit(f"e2e: {DIST} is not built (run scripts/build-web.sh)", 2)
     return DIST
@@ -85,7 +42,7 @@ def web_dist():
 
 @pytest.fixture(scope="session")
 def server_url(web_dist):
-    serve = _load_serve()
+    serve = load_serve()
     srv, url = serve.start_background(web_dist, port=0, quiet=True)
     yield url
     srv.shutdown()
@@ -100,81 +57,42 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
-    return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+    # service workers off here: they would answer requests before the route that checks them
+    # (the offline test makes its own context with them on)
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 900},
+            "service_workers": "block"}
 
 
-class App:
-    """A page of the app plus what it did: console errors, page errors, requests not to localhost."""
-
-    def __init__(self, page, base_url, name):
-        self.page, self.base_url, self.name = page, base_url, name
-        self.console_errors: list[str] = []
-        self.console_lines: list[str] = []
-        self.external_requests: list[str] = []
-        page.on("console", self._on_console)
-        page.on("pageerror", lambda exc: self.console_errors.append(f"pageerror: {exc}"))
-        page.context.route("**/*", self._route)
-        page.set_default_timeout(BOOT_TIMEOUT_MS)
-
-    def _on_console(self, msg):
-        self.console_lines.append(f"{msg.type}: {msg.text}")
-        if msg.type == "error":
-            self.console_errors.append(msg.text)
-
-    def _route(self, route):
-        url = route.request.url
-        host = urlparse(url).hostname or ""
-        if url.startswith(("data:", "blob:", "about:")) or host in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            self.external_requests.append(url)
-            route.abort("blockedbyclient")
-
-    def goto(self, path, wait_ready=True):
-        self.page.goto(self.base_url + path)
-        if wait_ready:
-            self.wait_ready()
-        return self.page
-
-    def wait_ready(self, timeout=BOOT_TIMEOUT_MS):
-        """Wait for window.numrReady; raise with the page's error text if it rejected."""
-        state = self.page.evaluate(
-            """async (ms) => {
-                 const to = new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), ms));
-                 try { await Promise.race([window.numrReady, to]); return 'ready'; }
-                 catch (e) { return 'error: ' + (e && e.message || e); }
-               }""", timeout)
-        assert state == "ready", f"numrReady failed on {self.name}: {state}"
-
-    def py(self, code):
-        """Run Python (top-level await allowed) in the page; returns the JS-converted result.
-        Raises playwright's Error carrying the Python traceback text on a Python exception."""
-        return self.page.evaluate(
-            """async (code) => {
-                 const py = await window.numrReady;
-                 const r = await py.runPythonAsync(code);
-                 return (r && r.toJs) ? r.toJs({dict_converter: Object.fromEntries}) : r;
-               }""", code)
-
-    def screenshot(self, tag=""):
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        path = ARTIFACTS / f"{self.name}{'-' + tag if tag else ''}.png"
-        self.page.screenshot(path=str(path), full_page=True)
-        return path
-
-    def assert_clean(self):
-        assert not self.external_requests, f"requests left localhost: {self.external_requests}"
-        assert not self.console_errors, "console errors:\n" + "\n".join(self.console_errors)
+@pytest.fixture(scope="session")
+def no_webgpu_browser(playwright):
+    """Chromium started with WebGPU disabled (no --enable-unsafe-webgpu, plus --disable-webgpu)."""
+    b = playwright.chromium.launch(executable_path=_chromium(), headless=True, args=NO_WEBGPU_ARGS)
+    yield b
+    b.close()
 
 
 @pytest.fixture
 def app(page, server_url, request):
     """App wrapper for one test; saves a screenshot and the console log into test-results/e2e/ at the end."""
-    a = App(page, server_url, request.node.name.replace("[", "-").replace("]", "").replace("/", "_"))
+    a = App(page, server_url, _test_name(request))
     yield a
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    try:
-        a.screenshot("final")
-    except Exception as e:  # the page may be gone; the log still helps
-        a.console_lines.append(f"(screenshot failed: {e})")
-    (ARTIFACTS / f"{a.name}-console.log").write_text("\n".join(a.console_lines) + "\n")
+    a.save_log()
+
+
+@pytest.fixture
+def make_app(browser, server_url, request):
+    """make_app(jspi=True, browser=None, **context_args) -> App on a fresh context (e.g. a phone
+    viewport, JSPI removed, the no-WebGPU browser); closed at the end of the test."""
+    made = []
+
+    def make(jspi=True, browser_=None, **ctx):
+        ctx.setdefault("service_workers", "block")
+        ctx.setdefault("viewport", {"width": 1280, "height": 900})
+        context = (browser_ or browser).new_context(**ctx)
+        a = App(context.new_page(), server_url, f"{_test_name(request)}-{len(made)}", jspi=jspi)
+        made.append((a, context))
+        return a
+    yield make
+    for a, context in made:
+        a.save_log()
+        context.close()

@@ -1,4 +1,5 @@
 """End-to-end: the numr_web web app in headless Chromium with WebGPU (SwiftShader on CPU machines).
+The pages run numr_web in a Web Worker (their default); `?mode=main` runs it on the page.
 
     pytest e2e -s          # -s shows the benchmark / training figures printed below
 
@@ -8,19 +9,33 @@ Screenshots and console logs land in test-results/e2e/.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
+from e2e_support import LONG_MS, check_parity
+
 # Training run sized for SwiftShader on a 2-core machine; still >= 90 % test accuracy.
 TRAIN_QUERY = os.environ.get("NUMR_E2E_TRAIN", "hidden=64&epochs=8&batch=64&lr=0.01&activation=relu")
 BENCH_QUERY = os.environ.get("NUMR_E2E_BENCH", "m=1024&k=256&n=256&acts=relu,gelu&warmup=1&reps=3")
-LONG_MS = 480_000
+# Main-thread responsiveness while the worker trains: the page only renders, so it may spend at most
+# this share of the training time in long tasks (> 50 ms), none longer than MAX_LONG_TASK_MS. Loose on
+# purpose for a loaded 2-core CI machine (measured here: 0-2 long tasks, <= 2 % blocked). This bounds
+# what the user feels; where the engine runs (the worker) is checked by test_boot_webgpu_and_engine.
+# (The small demo model would pass this even on the page's thread: its steps yield to the event loop
+# at every `await loss.read()` and their Python part stays under 50 ms on this machine.)
+MAX_BLOCKED_SHARE = 0.25
+MAX_LONG_TASK_MS = 1000
+DIGIT_IMAGES = """
+from numr_web.data import load_digits
+_p, _l = load_digits()
+[[list(_p[64 * i:64 * (i + 1)]), int(_l[i])] for i in range(10)]"""
 
 
 def test_boot_webgpu_and_engine(app):
-    """numrReady resolves; numr_web runs on the browser's WebGPU; sync + async readback agree."""
+    """numrReady resolves; numr_web runs in the page's worker on the browser's WebGPU."""
     app.goto("index.html")
     assert app.page.get_attribute("#numr-status", "data-state") == "ready"
     gpu = app.page.evaluate("""async () => {
@@ -28,26 +43,29 @@ def test_boot_webgpu_and_engine(app):
         return a ? {arch: a.info.architecture, vendor: a.info.vendor} : null; }""")
     assert gpu, "navigator.gpu.requestAdapter() returned null"
     res = app.py("""
-import sys, numr_web as nr
+import sys, js, numr_web as nr
+from pyodide.ffi import can_run_sync
 x = nr.tensor([[1.0, 2.0], [3.0, 4.0]], device="webgpu", requires_grad=True)
 y = nr.matmul_bias_activation(x, x, nr.tensor([0.5, -10.0], device="webgpu"), activation="relu")
 y.sum().backward()
-{"platform": sys.platform, "devices": nr.available_devices(), "device": y.device,
- "y_async": await y.read(), "y_sync": y.tolist(), "grad": await x.grad.read()}
+{"platform": sys.platform, "scope": str(js.constructor.name), "devices": nr.available_devices(),
+ "device": y.device, "y_async": await y.read(), "grad": await x.grad.read(),
+ "y_sync": y.tolist() if can_run_sync() else None}
 """)
-    print(f"\nbrowser adapter: {gpu}; {res['devices']}")
+    print(f"\nbrowser adapter: {gpu}; {res['devices']}; numr_web runs in {res['scope']}")
     assert res["platform"] == "emscripten"
-    assert "webgpu" in res["devices"]
-    assert res["device"] == "webgpu"
-    assert res["y_async"] == res["y_sync"] == [[7.5, 0.0], [15.5, 12.0]]
-    # d/dx sum(relu(x @ x + b)) with mask [[1, 0], [1, 1]]
-    assert res["grad"] == [[5.0, 6.0], [9.0, 11.0]]
-    app.screenshot("ready")
+    assert res["scope"] == "DedicatedWorkerGlobalScope"
+    assert app.page.evaluate("() => window.numrClient.mode") == "worker"
+    assert app.page.evaluate("() => crossOriginIsolated") is True       # COOP/COEP from numr-web serve
+    assert "webgpu" in res["devices"] and res["device"] == "webgpu"
+    assert res["y_async"] == [[7.5, 0.0], [15.5, 12.0]]
+    assert res["y_sync"] in (None, res["y_async"])
+    assert res["grad"] == [[5.0, 6.0], [9.0, 11.0]]        # mask [[1, 0], [1, 1]]
     app.assert_clean()
 
 
 def test_gpu_errors_are_numr_errors(app):
-    """Invalid WGSL compiled on the page raises KernelError (a NumrError) with the compiler's text."""
+    """Invalid WGSL compiled in the browser raises KernelError (a NumrError) with the compiler's text."""
     app.goto("index.html")
     res = app.py("""
 import numr_web as nr
@@ -62,33 +80,8 @@ r""")
     app.assert_clean()
 
 
-def test_without_jspi(app):
-    """Browsers without JSPI: everything is awaitable (`await t.read()`), and a synchronous read
-    raises an error that says to `await t.read()` instead of hanging."""
-    app.page.add_init_script("delete WebAssembly.Suspending; delete WebAssembly.promising;")
-    app.goto("index.html")
-    res = app.py("""
-from pyodide.ffi import can_run_sync
-import numr_web as nr
-a = nr.tensor([[1.0, -2.0], [3.0, 4.0]], device="webgpu", requires_grad=True)
-y = nr.matmul_bias_activation(a, a, nr.zeros((2,), device="webgpu"), activation="relu")
-y.sum().backward()
-out = {"jspi": can_run_sync(), "y": await y.read(), "grad": await a.grad.read()}
-try:
-    y.tolist()
-    out["sync"] = "no error"
-except nr.NumrError as e:
-    out["sync"] = f"{type(e).__name__}: {e}"
-out""")
-    assert res["jspi"] is False
-    assert res["y"] == [[0.0, 0.0], [15.0, 10.0]]
-    assert res["grad"] == [[3.0, 3.0], [3.0, 11.0]]
-    assert "await t.read()" in res["sync"], res["sync"]
-    app.assert_clean()
-
-
 def test_python_shape_error_surfaces(app):
-    """A Python exception on the page comes back as its text (ShapeError), promptly, not a hang."""
+    """A Python exception comes back as its text (ShapeError), promptly, not a hang."""
     app.goto("index.html")
     # 1. through the page's Python console (what a user sees)
     app.page.click("#numr-console summary")
@@ -107,26 +100,52 @@ def test_python_shape_error_surfaces(app):
     assert "ShapeError" in str(ei.value), str(ei.value)
     # the page is still usable afterwards
     assert app.py("import numr_web as nr\nawait (nr.ones((3,), device='webgpu') * 2).read()") == [2.0, 2.0, 2.0]
-    app.screenshot("shape-error")
     app.assert_clean()
 
 
 def test_training_playground(app):
-    """Trains the MLP on the digits data on WebGPU to >= 90 % test accuracy; the pad classifies."""
+    """Trains the MLP in the worker to >= 90 % test accuracy while the page stays responsive; shows
+    that kernels compile before step 1; the pad classifies during and after training."""
     app.goto(f"index.html?{TRAIN_QUERY}&autostart=1")
-    app.page.wait_for_function(
-        "() => ['done', 'error'].includes(window.numrTrain.state)", timeout=LONG_MS, polling=1000)
-    state = app.page.evaluate("() => ({state: window.numrTrain.state, error: window.numrTrain.error, "
-                              "result: window.numrTrain.result, accs: window.numrTrain.accs, "
-                              "n_losses: window.numrTrain.losses.length})")
-    assert state["state"] == "done", state.get("error")
-    r = state["result"]
+    app.wait_state("window.numrTrain.losses.length >= 1 ? 'stepping' : window.numrTrain.state",
+                   ["stepping", "error", "done"])
+    # classify while the model trains (two tasks in one worker: one trains, one reads under no_grad)
+    during = app.page.evaluate("async () => window.numrClassify(new Array(64).fill(8))")
+    assert len(during) == 10 and abs(sum(during) - 1) < 1e-4
+    state = app.wait_state("window.numrTrain.state", ["done", "error", "stopped"], LONG_MS)
+    ui = app.page.evaluate("() => window.numrTrain")
+    assert state == "done", ui.get("error")
+    r = ui["result"]
     print(f"\ntraining ({TRAIN_QUERY}): test accuracy {r['test_acc']:.4f}, {r['steps']} steps in "
-          f"{r['seconds']:.1f} s; per-epoch accuracy {[round(a['acc'], 3) for a in state['accs']]}")
+          f"{r['seconds']:.1f} s; per-epoch accuracy {[round(a['acc'], 3) for a in ui['accs']]}")
     assert r["test_acc"] >= 0.90
     assert float(app.page.get_attribute("#test-acc", "data-value")) == pytest.approx(r["test_acc"])
-    assert state["n_losses"] == r["steps"]
-    app.screenshot("trained")
+    assert len(ui["losses"]) == r["steps"] and not r["stopped"]
+    # progress while the kernels compile: said before the first step arrived
+    before_step1 = [e["text"] for e in ui["statusLog"] if e["step"] == 0]
+    assert any("compiling the WebGPU kernels" in t for t in before_step1), before_step1
+    assert app.page.get_attribute("#train-progress", "value") == str(r["steps"])
+    assert "latest loss" in app.page.get_attribute("#chart", "aria-label")
+    for axis in ("data-ticks-x", "data-ticks-y"):           # round ticks: 0, s, 2s, … with s = 1, 2, 2.5 or 5 x 10^k
+        ticks = [float(v) for v in app.page.get_attribute("#chart", axis).split(",")]
+        step = ticks[1] - ticks[0]
+        mant = step / 10 ** math.floor(math.log10(step))
+        assert ticks[0] == 0 and any(abs(mant - m) < 1e-9 for m in (1, 2, 2.5, 5)), (axis, ticks)
+        assert all(abs(t - i * step) < 1e-9 * max(1, t) for i, t in enumerate(ticks)), (axis, ticks)
+
+    # responsiveness: main-thread long tasks between the first step and the end (the page marks both)
+    lt = app.page.evaluate("() => window.__longTasks")
+    assert lt is not None, "this Chromium has no longtask PerformanceObserver"
+    span = app.page.evaluate("() => performance.getEntriesByName('numr-train-end')[0]?.startTime "
+                             "- performance.getEntriesByName('numr-train-step1')[0]?.startTime")
+    assert span and span > 0, "the page did not mark the training span"
+    start = app.page.evaluate("() => performance.getEntriesByName('numr-train-step1')[0].startTime")
+    inside = [e for e in lt if e["start"] >= start and e["start"] <= start + span]
+    blocked = sum(e["duration"] for e in inside)
+    longest = max([e["duration"] for e in inside] or [0])
+    print(f"main thread during {span / 1000:.1f} s of training: {len(inside)} long tasks, "
+          f"{blocked:.0f} ms blocked ({100 * blocked / span:.1f} %), longest {longest:.0f} ms")
+    assert blocked <= MAX_BLOCKED_SHARE * span and longest <= MAX_LONG_TASK_MS
 
     # draw a "1" on the pad with the mouse: the model classifies it (any digit is a valid answer)
     box = app.page.locator("#pad").bounding_box()
@@ -136,60 +155,78 @@ def test_training_playground(app):
     for i in range(1, 11):
         app.page.mouse.move(x, box["y"] + 30 + i * (box["height"] - 60) / 10)
     app.page.mouse.up()
-    app.page.wait_for_function("document.getElementById('prediction').dataset.value !== ''",
-                               timeout=60_000)
+    app.page.wait_for_function("document.getElementById('prediction').dataset.value !== ''", timeout=60_000)
     pred = app.page.get_attribute("#prediction", "data-value")
     assert pred in [str(d) for d in range(10)]
-    # and a real test image through the same path as the pad is classified correctly
-    probs = app.page.evaluate("""async () => {
-        const py = await window.numrReady;
-        const [pix, label] = py.runPython(`
-from numr_web.data import load_digits
-_p, _l = load_digits()
-[list(_p[0:64]), int(_l[0])]`).toJs();
-        const probs = await window.numrClassify(pix);
-        return {label, probs: Array.from(probs)}; }""")
-    best = max(range(10), key=lambda i: probs["probs"][i])
-    print(f"pad stroke classified as {pred}; digits[0] (label {probs['label']}) classified as {best}")
-    assert abs(sum(probs["probs"]) - 1.0) < 1e-4
-    assert best == probs["label"]
-    app.screenshot("pad")
+    # and real digit images through the same path as the pad are classified correctly
+    images = app.py(DIGIT_IMAGES)
+    probs = app.page.evaluate("(ims) => Promise.all(ims.map(([pix]) => window.numrClassify(pix)))", images)
+    guesses = [max(range(10), key=lambda i: p[i]) for p in probs]
+    right = sum(g == label for g, (_, label) in zip(guesses, images))
+    print(f"pad stroke classified as {pred}; 10 digit images: {right} right ({guesses})")
+    assert all(abs(sum(p) - 1.0) < 1e-4 for p in probs) and right >= 8
+    app.screenshot("trained")
+    app.assert_clean()
+
+
+def test_settings_stop_and_error_banner(app):
+    """Bad settings get a message next to their field and start nothing; a failed run shows the red
+    banner, the next run clears it; Stop ends a run within one step and says 'stopped'."""
+    app.goto("index.html?activation=bogus&hidden=16&epochs=1")
+    page = app.page
+    page.wait_for_selector("#train:not([disabled])")
+    page.click("#train")                          # the URL's activation is not a valid choice
+    assert app.wait_state("window.numrTrain.state", ["error", "done"]) == "error"
+    assert page.is_visible("#numr-error") and "activation" in page.inner_text("#numr-error")
+    page.select_option("#activation", "relu")
+    for field, value, words in [("batch", "0", "at least 1"), ("hidden", "", "enter a number"),
+                                ("lr", "-1", "more than 0"), ("epochs", "2.5", "whole number")]:
+        page.fill(f"#{field}", value)
+        page.click("#train")
+        assert words in page.inner_text(f"#{field}-error"), field
+        assert page.get_attribute(f"#{field}", "aria-invalid") == "true"
+        assert page.evaluate("() => window.numrTrain.state") == "error"      # nothing started
+        page.fill(f"#{field}", {"batch": "256", "hidden": "16", "lr": "0.01", "epochs": "50"}[field])
+    page.click("#train")
+    app.wait_state("window.numrTrain.losses.length >= 3 ? 'stepping' : window.numrTrain.state",
+                   ["stepping", "error", "done"])
+    assert page.is_hidden("#numr-error")          # the new run cleared the old error
+    assert page.inner_text("#batch-error") == ""
+    seen = page.evaluate("() => { const n = window.numrTrain.losses.length; "
+                         "document.getElementById('stop').click(); return n; }")
+    assert app.wait_state("window.numrTrain.state", ["stopped", "done", "error"]) == "stopped"
+    r = page.evaluate("() => window.numrTrain.result")
+    # the step in progress when Stop landed finishes (its event may still be on the way): at most 2
+    assert r["stopped"] and seen <= r["steps"] <= seen + 2, (seen, r)
+    assert "stopped after step" in page.inner_text("#train-status")
+    assert r["steps"] < 50 * 6
     app.assert_clean()
 
 
 def test_parity_page(app):
     """Every op and the fused layer (fwd + bwd, every activation) on WebGPU match the cpu golden values."""
     app.goto("parity.html?autorun=1")
-    app.page.wait_for_function("() => window.parityResult !== null", timeout=LONG_MS, polling=1000)
-    res = app.page.evaluate("() => window.parityResult")
-    rows = res.get("rows", [])
-    print(f"\nparity: {res.get('status')} — {len(rows)} cases, worst error/tolerance "
-          f"{res.get('max_worst')}, {res.get('seconds', 0):.1f} s")
-    for r in rows:
-        if r["status"] != "PASS":
-            print(f"  FAIL {r['name']}: worst {r['worst']} max_abs {r['max_abs']} {r['error']}")
-    app.screenshot("parity")
-    assert res.get("error") is None, res.get("error")
-    assert len(rows) >= 60
-    groups = {r["group"] for r in rows}
-    assert {"unary", "binary", "compare", "reduce", "shape", "matmul", "activation", "softmax", "loss",
-            "fused"} <= groups
-    fused = {r["name"] for r in rows if r["group"] == "fused"}
-    for act in ("none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"):
-        assert f"matmul_bias_activation {act}" in fused
-    assert [r["name"] for r in rows if r["status"] != "PASS"] == []
-    assert res["status"] == "PASS"
-    assert app.page.get_attribute("#verdict", "data-status") == "PASS"
+    check_parity(app)
+    assert app.page.evaluate("() => window.numrClient.mode") == "worker"
     app.assert_clean()
 
 
 def test_bench_page(app):
-    """numr_web vs TensorFlow.js (WebGPU) fused Linear fwd + bwd: both timings, the ratio, max diff."""
-    app.goto(f"bench.html?{BENCH_QUERY}&autorun=1")
-    app.page.wait_for_function(
-        "() => ['done', 'error'].includes(document.getElementById('bench-status').dataset.state)",
-        timeout=LONG_MS, polling=1000)
-    res = app.page.evaluate("() => window.benchResult")
+    """Bad sizes are refused next to their fields; then numr_web vs TensorFlow.js (WebGPU) fused Linear
+    fwd + bwd: both timings, the ratio (lower is better), the max difference."""
+    q = dict(kv.split("=") for kv in BENCH_QUERY.split("&"))
+    bad = {**q, "m": "0", "reps": "0", "acts": "relu,nope"}
+    app.goto("bench.html?" + "&".join(f"{k}={v}" for k, v in bad.items()) + "&autorun=1")
+    page = app.page
+    assert app.wait_state("document.getElementById('bench-status').dataset.state",
+                          ["invalid", "running", "done", "error"]) == "invalid"
+    assert "at least 1" in page.inner_text("#m-error") and "at least 1" in page.inner_text("#reps-error")
+    assert "nope" in page.inner_text("#acts-error")
+    assert page.locator("#results tbody tr").count() == 0
+    page.fill("#m", q["m"]); page.fill("#reps", q["reps"]); page.fill("#acts", q["acts"])
+    page.click("#run")
+    app.wait_state("document.getElementById('bench-status').dataset.state", ["done", "error"], LONG_MS)
+    res = page.evaluate("() => window.benchResult")
     app.screenshot("bench")
     assert not res.get("error"), res.get("error")
     print(f"\nbenchmark (fused Linear fwd+bwd, {res['shape']}, median of {res['reps']}, "
@@ -202,19 +239,20 @@ def test_bench_page(app):
     if out:
         with open(out, "w") as f:
             json.dump(res, f, indent=1)
-    assert [r["activation"] for r in res["rows"]] == ["relu", "gelu"]
+    assert [r["activation"] for r in res["rows"]] == q["acts"].split(",")
     for r in res["rows"]:
         assert r["ours_ms"] > 0 and r["tfjs_ms"] > 0
         assert r["ratio"] == pytest.approx(r["ours_ms"] / r["tfjs_ms"])
         assert r["max_rel"] < 1e-3, r["diff"]       # same math on both sides
-        row = app.page.locator(f"#results tr[data-activation={r['activation']}]")
+        row = page.locator(f"#results tr[data-activation={r['activation']}]")
         assert row.locator(".ratio").inner_text().endswith("×")
+    assert "lower is better" in page.inner_text("#results thead")
+    assert "lower is better" in page.inner_text("#bench-status")
     app.assert_clean()
 
 
 def test_no_external_requests_on_any_page(app):
     """Every page loads with everything from localhost and no console errors."""
-    for name in ("index.html", "parity.html", "bench.html"):
+    for name in ("index.html", "parity.html", "bench.html?mode=main"):
         app.goto(name)
-        app.page.wait_for_timeout(500)
     app.assert_clean()

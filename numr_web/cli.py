@@ -1,14 +1,30 @@
-"""`numr-web info | demo [--device D] | bench | serve [--port P] [--no-browser]`."""
+"""`numr-web info | demo [--device D] | bench [ARGS] | serve [--port P] [--no-browser] | --version`."""
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 import time
+
+from . import __version__, serve
+
+
+def _private_runtime_dir():
+    """Mesa's Vulkan driver prints `XDG_RUNTIME_DIR is invalid or not set` when probing WebGPU in a
+    session without one (ssh, containers, CI): give this process a private, empty one."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    d = tempfile.mkdtemp(prefix="numr-web-runtime-")      # mode 0700, as the spec asks
+    os.environ["XDG_RUNTIME_DIR"] = d
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
 
 
 def cmd_info(args):
     from . import backends
-    print(f"numr_web {__import__('numr_web').__version__}  (Python {sys.version.split()[0]})")
+    print(f"numr_web {__version__}  (Python {sys.version.split()[0]})")
     for dev in backends.REGISTRY:
         ok, why = backends.probe(dev)
         print(f"  {dev:7s} {'available' if ok else 'unavailable'}: {why}")
@@ -21,91 +37,125 @@ def cmd_info(args):
     return 0
 
 
+def _plot(path, history, acc, device):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no loss-curve plot (pip install 'numr-web[demo]')")
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, len(history) + 1), history, marker="o")
+    ax.set(xlabel="epoch", ylabel="training loss", yscale="log",
+           title=f"numr_web digits MLP on {device} (test acc {acc * 100:.1f}%)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"loss curve saved to {path}")
+
+
 def cmd_demo(args):
-    from .demo import train_digits
+    from . import backends
+    from .demo import DEMOS
+    from .training import fit
+    device = backends.normalize_device(args.device)
+    backends.get_backend(device)          # an unavailable device fails here, before any output
+    kwargs, info = DEMOS["mlp"](device=device, hidden=args.hidden, layers=2, epochs=args.epochs,
+                                batch_size=args.batch_size, lr=args.lr,
+                                activation=args.activation, seed=args.seed)
+    print(f"training a {'-'.join(map(str, info['sizes']))} MLP of fused Linear+{args.activation} "
+          f"layers on the UCI digits data ({info['n_train']} train / {info['n_test']} test images), "
+          f"device={device}")
     try:
         from tqdm import tqdm
     except ImportError:
         tqdm = None
-    device = args.device
-    print(f"training a 64-{args.hidden}-{args.hidden}-10 MLP of fused Linear+{args.activation} "
-          f"layers on the UCI digits data, device={device or 'cpu'}")
     bar = tqdm(total=args.epochs, unit="epoch") if tqdm else None
 
-    def on_epoch(epoch, loss, acc):
+    def on_epoch(e):
+        acc = e.metrics["accuracy"]
         if bar is not None:
-            bar.set_postfix(loss=f"{loss:.4f}", test_acc=f"{acc:.3f}")
+            bar.set_postfix(loss=f"{e.loss:.4f}", test_acc=f"{acc:.3f}")
             bar.update(1)
         else:
-            print(f"epoch {epoch + 1:3d}  loss {loss:.4f}  test accuracy {acc:.3f}")
+            print(f"epoch {e.epoch + 1:3d}  loss {e.loss:.4f}  test accuracy {acc:.3f}")
 
     t0 = time.perf_counter()
-    model, history, acc = train_digits(device=device, epochs=args.epochs, hidden=args.hidden,
-                                       activation=args.activation, seed=args.seed,
-                                       on_epoch=on_epoch)
-    if bar is not None:
-        bar.close()
+    try:
+        res = fit(**kwargs, on_epoch=on_epoch)
+    finally:
+        if bar is not None:
+            bar.close()
+    acc = res.metrics["accuracy"]
     print(f"final test accuracy: {acc * 100:.2f}%  ({time.perf_counter() - t0:.1f} s)")
     if args.plot:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            ax.plot(range(1, len(history) + 1), history, marker="o")
-            ax.set(xlabel="epoch", ylabel="training loss", yscale="log",
-                   title=f"numr_web digits MLP on {device or 'cpu'} (test acc {acc * 100:.1f}%)")
-            fig.tight_layout()
-            fig.savefig(args.plot, dpi=100)
-            print(f"loss curve saved to {args.plot}")
-        except ImportError:
-            print("matplotlib is not installed: no loss-curve plot (pip install matplotlib)")
+        _plot(args.plot, res.history, acc, device)
     return 0 if acc >= args.min_accuracy else 1
 
 
 def cmd_bench(args):
     import runpy
-    from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "bench" / "linear.py"
-    if not script.exists():
-        print("bench/linear.py is part of the source checkout; run it from there")
+    root = serve.find_checkout()
+    script = root / "bench" / "linear.py" if root else None
+    if script is None or not script.is_file():
+        print("numr-web bench: it runs bench/linear.py from the source checkout, and none was found "
+              "here: run it inside the repository (or set NUMR_WEB_ROOT=/path/to/numr_web)",
+              file=sys.stderr)
         return 1
     sys.argv = [str(script)] + args.rest
-    runpy.run_path(str(script), run_name="__main__")
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except ModuleNotFoundError as e:
+        print(f"numr-web bench: {e.name} is not installed: pip install 'numr-web[bench]'",
+              file=sys.stderr)
+        return 1
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
     return 0
 
 
-def cmd_serve(args):
-    from . import serve
-    return serve.main(args)
-
-
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(prog="numr-web", description=__doc__)
+    p.add_argument("--version", action="version", version=f"numr-web {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="list devices and their details")
     d = sub.add_parser("demo", help="train the digits MLP and print the test accuracy")
     d.add_argument("--device", default=None, help="cpu (default), webgpu or cuda")
     d.add_argument("--epochs", type=int, default=20)
     d.add_argument("--hidden", type=int, default=128)
+    d.add_argument("--batch-size", type=int, default=64)
+    d.add_argument("--lr", type=float, default=3e-3)
     d.add_argument("--activation", default="gelu")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--plot", default="loss_curve.png", help="loss-curve PNG ('' for none)")
     d.add_argument("--min-accuracy", type=float, default=0.0,
                    help="exit with status 1 below this test accuracy (0..1)")
-    b = sub.add_parser("bench", help="run bench/linear.py (source checkout)")
+    b = sub.add_parser("bench", help="run bench/linear.py from the source checkout; the arguments "
+                                     "after `bench` go to it (its options: numr-web bench -- --help)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
-    s = sub.add_parser("serve", help="build and serve the web app on 127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    s.add_argument("--rebuild", action="store_true", help="rebuild the wheel and the app first")
-    s.add_argument("--quiet", action="store_true", help="no request log")
-    args = p.parse_args(argv)
+    serve.add_arguments(sub.add_parser("serve", help="serve the web app on 127.0.0.1 (offline)"))
+    return p
+
+
+def main(argv=None):
+    p = build_parser()
+    args, extra = p.parse_known_args(argv)
+    if args.cmd == "bench":           # everything after `bench` belongs to bench/linear.py
+        rest = extra + args.rest
+        args.rest = rest[1:] if rest[:1] == ["--"] else rest
+    elif extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.cmd == "serve":
+        return serve.run(args)
+    _private_runtime_dir()
     from .errors import NumrError
     try:
-        return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench, "serve": cmd_serve}[args.cmd](args)
-    except NumrError as e:
-        print(f"numr-web: {type(e).__name__}: {e}", file=sys.stderr)
+        return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench}[args.cmd](args)
+    except (NumrError, ValueError) as e:
+        print(f"numr-web {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
 

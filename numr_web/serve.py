@@ -1,19 +1,29 @@
-"""`numr-web serve [--port 8000] [--no-browser] [--rebuild]`: serve the browser app (web/dist) offline.
+"""`numr-web serve [--port 8000] [--no-browser] [--rebuild] [--quiet]`: serve the browser app offline.
 
-Builds the numr_web wheel and the Vite app first when they are missing (scripts/build-web.sh, which needs
-Node/npm and the repository checkout), then serves web/dist on 127.0.0.1 with Python's http.server
-(correct MIME types for .wasm/.mjs/.whl, no caching so a rebuilt wheel is picked up), prints the URL and
-opens a browser unless --no-browser.
+Where the app comes from, first match wins:
+  1. the app inside the installed package (numr_web/web/, shipped in the wheel): no Node, no checkout;
+  2. a source checkout (NUMR_WEB_ROOT, the directory above this package, or the current directory and
+     its parents) whose web/dist is built;
+  3. that checkout's web/dist built now with scripts/build-web.sh (needs Node >= 20.19 + npm and the
+     `build` package; the build runs with this interpreter, sys.executable).
+`--rebuild` forces 3. Every failure is one line on stderr saying the cause and the fix.
 
-Only the standard library is used here (no numpy, no engine import), so this module also works for the
-e2e test fixtures.
+The server (Python's http.server on 127.0.0.1) sends the headers the app relies on: COOP/COEP (the
+page is cross-origin isolated, so the training worker can share a stop flag with the page through a
+SharedArrayBuffer), `immutable` caching for Vite's content-hashed assets/ and revalidation (`no-cache`
++ Last-Modified, answered with 304) for everything else; the app's service worker keeps a copy for
+offline use.
+
+Only the standard library is used here (no engine import), so the e2e fixtures load this file by path.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import http.server
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -33,43 +43,120 @@ MIME = {
     ".map": "application/json",
     ".py": "text/plain",
 }
+# files every build of the app has (checked before serving)
+APP_FILES = ("index.html", "parity.html", "bench.html", "embed.html", "sw.js", "lib/numr-web.js",
+             "lib/wheels/manifest.json", "lib/pyodide/pyodide.mjs", "lib/pyodide/pyodide.asm.wasm")
+PACKAGED_APP = Path(__file__).resolve().parent / "web"
+SOURCES = ("numr_web", "shaders", "web/src", "web/py", "web/public")
 
 
-def repo_root() -> Path:
-    """The checkout holding package.json + web/ (env NUMR_WEB_ROOT, else above this file, else cwd)."""
+class ServeError(Exception):
+    """A failure explained in one line (cause and fix); printed without a traceback."""
+
+
+def is_built(app: Path) -> bool:
+    return all((app / p).is_file() for p in APP_FILES)
+
+
+def find_checkout() -> Path | None:
+    """The source checkout holding package.json + web/ + scripts/build-web.sh, or None."""
     cands = []
     if os.environ.get("NUMR_WEB_ROOT"):
         cands.append(Path(os.environ["NUMR_WEB_ROOT"]))
-    cands += [Path(__file__).resolve().parent.parent, Path.cwd()]
+    cands.append(Path(__file__).resolve().parent.parent)
+    cwd = Path.cwd().resolve()
+    cands += [cwd, *cwd.parents]
     for c in cands:
-        if (c / "package.json").is_file() and (c / "web").is_dir():
+        if (c / "package.json").is_file() and (c / "scripts" / "build-web.sh").is_file() and (c / "web").is_dir():
             return c
-    raise SystemExit(
-        "numr-web serve: cannot find the numr_web checkout (package.json + web/). Run it from the "
-        "repository root or set NUMR_WEB_ROOT=/path/to/numr_web.")
+    return None
 
 
-def dist_dir(root: Path | None = None) -> Path:
-    return (root or repo_root()) / "web" / "dist"
+def dist_dir(root: Path) -> Path:
+    return root / "web" / "dist"
 
 
-def is_built(dist: Path) -> bool:
-    return all((dist / p).is_file() for p in
-               ("index.html", "parity.html", "bench.html", "wheels/manifest.json",
-                "pyodide/pyodide.mjs", "pyodide/pyodide.asm.wasm"))
+def newest_source_mtime(root: Path) -> float:
+    newest = 0.0
+    for base in SOURCES:
+        for p in (root / base).rglob("*"):
+            if p.is_file() and "__pycache__" not in p.parts:
+                newest = max(newest, p.stat().st_mtime)
+    for p in [*(root / "web").glob("*.html"), root / "package-lock.json", root / "vite.config.js",
+              root / "vite.lib.config.js", root / "scripts" / "build-web.sh"]:
+        if p.is_file():
+            newest = max(newest, p.stat().st_mtime)
+    return newest
 
 
-def build(root: Path | None = None, quiet: bool = False) -> Path:
-    """Run scripts/build-web.sh (npm ci, wheel, micropip/packaging wheels, golden JSON, vite build)."""
-    root = root or repo_root()
+def is_stale(root: Path) -> bool:
+    index = dist_dir(root) / "index.html"
+    return not index.is_file() or newest_source_mtime(root) > index.stat().st_mtime
+
+
+def _node_problem() -> str | None:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        return "Node >= 20.19 with npm is not on PATH"
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+        major, minor = (int(x) for x in out.strip().lstrip("v").split(".")[:2])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return "`node --version` failed"
+    if (major, minor) < (20, 19):
+        return f"Node {out.strip()} is too old (>= 20.19 needed)"
+    return None
+
+
+def build(root: Path, quiet: bool = False) -> Path:
+    """Run scripts/build-web.sh with this interpreter; ServeError (one line) when it cannot."""
+    problem = _node_problem()
+    if problem:
+        raise ServeError(f"building the web app needs Node: {problem}. Install Node >= 20.19 "
+                         "(https://nodejs.org) or install a numr-web wheel that ships the app")
+    if importlib.util.find_spec("build") is None:
+        raise ServeError(f"building the web app needs the `build` package in {sys.executable}: "
+                         f"{sys.executable} -m pip install build")
     script = root / "scripts" / "build-web.sh"
-    kw = {"stdout": subprocess.DEVNULL} if quiet else {}
-    print(f"numr-web: building the web app ({script.relative_to(root)}) …", file=sys.stderr, flush=True)
-    subprocess.run(["bash", str(script)], cwd=root, check=True, **kw)
+    print(f"numr-web: building the web app ({script.relative_to(root)}; about a minute) …",
+          file=sys.stderr, flush=True)
+    env = {**os.environ, "PYTHON": sys.executable}
+    try:
+        subprocess.run(["bash", str(script)], cwd=root, env=env, check=True,
+                       stdout=subprocess.DEVNULL if quiet else sys.stderr)
+    except FileNotFoundError:
+        raise ServeError("building the web app needs bash, which is not on PATH") from None
+    except subprocess.CalledProcessError as e:
+        raise ServeError(f"building the web app failed ({script.name} exited with status "
+                         f"{e.returncode}; the cause is in its output above): fix that and run "
+                         "`numr-web serve --rebuild`") from None
     dist = dist_dir(root)
     if not is_built(dist):
-        raise SystemExit(f"numr-web serve: the build did not produce {dist}")
+        raise ServeError(f"the build finished but {dist} is incomplete: run `numr-web serve --rebuild`")
     return dist
+
+
+def find_app(rebuild: bool = False, quiet: bool = False) -> Path:
+    """The directory to serve (see the module docstring for the order)."""
+    root = find_checkout()
+    if rebuild:
+        if root is None:
+            raise ServeError("--rebuild needs the source checkout (none found here): run it inside "
+                             "the repository or set NUMR_WEB_ROOT=/path/to/numr_web")
+        return build(root, quiet)
+    if is_built(PACKAGED_APP):
+        return PACKAGED_APP
+    if root is None:
+        raise ServeError("this installation of numr-web has no browser app (numr_web/web is missing) "
+                         "and no source checkout was found: install a wheel that ships the app, or "
+                         "run inside the repository (or set NUMR_WEB_ROOT)")
+    dist = dist_dir(root)
+    if is_built(dist):
+        if is_stale(root):
+            print("numr-web: web/dist is older than its sources; `numr-web serve --rebuild` "
+                  "updates it", file=sys.stderr)
+        return dist
+    return build(root, quiet)
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
@@ -77,7 +164,12 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     quiet = False
 
     def end_headers(self):
-        self.send_header("Cache-Control", "no-cache")
+        path = self.path.split("?", 1)[0]
+        immutable = "/assets/" in path
+        self.send_header("Cache-Control", "public, max-age=31536000, immutable" if immutable else "no-cache")
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         super().end_headers()
 
     def log_message(self, fmt, *args):
@@ -104,32 +196,33 @@ def start_background(directory, port: int = 0, quiet: bool = True):
     return srv, f"http://{host}:{port}/"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="numr-web serve",
-                                description="Serve the numr_web browser app on 127.0.0.1 (offline).")
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The `serve` options, defined once (numr-web serve and python -m numr_web.serve)."""
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    p.add_argument("--rebuild", action="store_true", help="rebuild the wheel and the app first")
+    p.add_argument("--rebuild", action="store_true",
+                   help="rebuild the wheel and the app from the source checkout first")
     p.add_argument("--quiet", action="store_true", help="no request log")
-    if isinstance(argv, argparse.Namespace):      # called from numr_web.cli with parsed args
-        a = argparse.Namespace(port=8000, no_browser=False, rebuild=False, quiet=False)
-        a.__dict__.update({k: v for k, v in vars(argv).items() if k in vars(a)})
-    else:
-        a = p.parse_args(argv)
+    return p
 
-    root = repo_root()
-    dist = dist_dir(root)
-    if a.rebuild or not is_built(dist):
-        dist = build(root)
+
+def run(a: argparse.Namespace) -> int:
     try:
-        srv = make_server(dist, a.port, quiet=a.quiet)
+        app = find_app(a.rebuild, quiet=False)
+    except ServeError as e:
+        print(f"numr-web serve: {e}", file=sys.stderr)
+        return 1
+    try:
+        srv = make_server(app, a.port, quiet=a.quiet)
     except OSError as e:
-        print(f"numr-web serve: cannot listen on 127.0.0.1:{a.port}: {e} (try --port 0)", file=sys.stderr)
+        print(f"numr-web serve: cannot listen on 127.0.0.1:{a.port} ({e.strerror or e}): pick another "
+              "port with --port N (0 = any free port)", file=sys.stderr)
         return 1
     host, port = srv.server_address[:2]
     url = f"http://{host}:{port}/"
     print(f"numr_web app: {url}  (training: {url}index.html, parity: {url}parity.html, "
-          f"benchmark: {url}bench.html) — Ctrl+C to stop", flush=True)
+          f"benchmark: {url}bench.html, embedding example: {url}embed.html; serving {app}) "
+          "— Ctrl+C to stop", flush=True)
     if not a.no_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     try:
@@ -139,6 +232,12 @@ def main(argv=None) -> int:
     finally:
         srv.server_close()
     return 0
+
+
+def main(argv=None) -> int:
+    p = add_arguments(argparse.ArgumentParser(
+        prog="numr-web serve", description="Serve the numr_web browser app on 127.0.0.1 (offline)."))
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

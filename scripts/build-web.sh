@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Build everything the browser app needs, on a fresh machine:
 #   1. npm ci                         (vite, pyodide, tfjs from package-lock.json; skipped when up to date)
-#   2. the numr_web wheel             (python -m build --wheel -> web/public/wheels/)
+#   2. the numr_web wheel             (engine only, NUMR_WEB_NO_APP=1 -> build/web-wheels/)
 #   3. micropip + packaging wheels    (pip download from PyPI, versions from Pyodide's lock file, so
-#                                      Pyodide loads them from localhost; skipped when present)
-#   4. web/public/wheels/manifest.json
+#                                      Pyodide loads them from this origin; skipped when present)
+#   4. build/web-wheels/manifest.json
 #   5. golden values for the parity page (native cpu backend -> web/public/golden/parity.json)
-#   6. npx vite build                 (-> web/dist, with Pyodide's runtime copied to web/dist/pyodide)
-# Env: PYTHON (default python3), NUMR_SKIP_NPM=1 (never run npm ci), NUMR_SKIP_GOLDEN=1 (keep old golden).
+#   6. vite build -c vite.lib.config.js  (the npm package numr-web -> web/lib, with Pyodide + wheels)
+#   7. vite build                     (the app -> web/dist, with web/lib copied to dist/lib + sw.js)
+# Then `python -m build` ships web/dist inside the numr-web wheel (hatch_build.py).
+# Env: PYTHON (default: python3; numr-web serve passes its own interpreter), NUMR_SKIP_NPM=1 (never run
+# npm ci), NUMR_SKIP_GOLDEN=1 (keep old golden values).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3}
-WHEELS=web/public/wheels
+WHEELS=build/web-wheels
 GOLDEN=web/public/golden
 step() { printf '\n== build-web: %s\n' "$*" >&2; }
+die() { echo "build-web: $*" >&2; exit 1; }
 
 # 1. node dependencies ------------------------------------------------------------------------------
-command -v npm >/dev/null || { echo "build-web: npm (Node >= 20.19) is required" >&2; exit 1; }
+command -v npm >/dev/null || die "npm (Node >= 20.19) is required"
+$PY -c "import build" 2>/dev/null || die "the Python package 'build' is missing: $PY -m pip install build"
 STAMP=node_modules/.numr-lock-sha
 LOCK_SHA=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [[ "${NUMR_SKIP_NPM:-0}" != 1 ]] && [[ ! -f $STAMP || "$(cat $STAMP)" != "$LOCK_SHA" ]]; then
@@ -26,24 +31,24 @@ if [[ "${NUMR_SKIP_NPM:-0}" != 1 ]] && [[ ! -f $STAMP || "$(cat $STAMP)" != "$LO
   echo "$LOCK_SHA" > $STAMP
 fi
 
-# 2. the numr_web wheel ------------------------------------------------------------------------------
-step "numr_web wheel"
+# 2. the numr_web wheel (without the app: that one goes into Pyodide) ----------------------------------
+step "numr_web wheel (engine only)"
 mkdir -p $WHEELS $GOLDEN
 rm -f $WHEELS/numr_web-*.whl
 BUILD_ARGS=(--wheel --outdir "$WHEELS")
 # build in the current environment when it has the build backend (fast, offline); else isolated
 if $PY -c "import hatchling" 2>/dev/null; then BUILD_ARGS+=(--no-isolation); fi
-$PY -m build "${BUILD_ARGS[@]}" . >&2
+NUMR_WEB_NO_APP=1 $PY -m build "${BUILD_ARGS[@]}" . >&2
 WHEEL=$(cd $WHEELS && ls numr_web-*.whl | head -n1)
-[[ -n $WHEEL ]] || { echo "build-web: no numr_web wheel was built" >&2; exit 1; }
+[[ -n $WHEEL ]] || die "no numr_web wheel was built"
 
 # 3. micropip + packaging for Pyodide ----------------------------------------------------------------
 step "micropip + packaging wheels"
-read -r -a SUPPORT < <($PY - <<'EOF'
+read -r -a SUPPORT < <($PY - <<'PYEOF'
 import json
 lock = json.load(open("node_modules/pyodide/pyodide-lock.json"))
 print(" ".join(lock["packages"][n]["file_name"] for n in ("micropip", "packaging")))
-EOF
+PYEOF
 )
 for f in "${SUPPORT[@]}"; do
   if [[ ! -f $WHEELS/$f ]]; then
@@ -54,11 +59,11 @@ for f in "${SUPPORT[@]}"; do
 done
 
 # 4. manifest -------------------------------------------------------------------------------------------
-$PY - "$WHEEL" "${SUPPORT[@]}" <<'EOF'
+$PY - "$WHEEL" "${SUPPORT[@]}" <<'PYEOF'
 import json, sys
 wheel, *support = sys.argv[1:]
-json.dump({"numr_web": wheel, "support": support}, open("web/public/wheels/manifest.json", "w"))
-EOF
+json.dump({"numr_web": wheel, "support": support}, open("build/web-wheels/manifest.json", "w"))
+PYEOF
 
 # 5. golden values (native cpu backend) --------------------------------------------------------------
 if [[ "${NUMR_SKIP_GOLDEN:-0}" != 1 || ! -f $GOLDEN/parity.json ]]; then
@@ -66,7 +71,9 @@ if [[ "${NUMR_SKIP_GOLDEN:-0}" != 1 || ! -f $GOLDEN/parity.json ]]; then
   $PY scripts/make_golden.py --out $GOLDEN/parity.json
 fi
 
-# 6. the app -------------------------------------------------------------------------------------------
-step "vite build"
-npx --no-install vite build >&2
+# 6 + 7. the library, then the app ----------------------------------------------------------------------
+step "vite build: the numr-web library (web/lib)"
+npx --no-install vite build -c vite.lib.config.js --logLevel warn >&2
+step "vite build: the app (web/dist)"
+npx --no-install vite build --logLevel warn >&2
 echo "build-web: done -> $ROOT/web/dist (serve with: numr-web serve)" >&2

@@ -32,8 +32,10 @@ def _to_js_f32(values):
 _S = {}
 
 
-def bench_prepare(cfg, A, W, B, DY):
-    """Upload the inputs (Float32Arrays from the page) as webgpu tensors for bench_iter."""
+def bench_prepare(arg, emit=None, should_stop=None):
+    """arg: {cfg, A, W, B, DY} (Float32Arrays from the page): upload the inputs as webgpu tensors
+    for bench_iter."""
+    cfg, A, W, B, DY = (getattr(arg, k) for k in ("cfg", "A", "W", "B", "DY"))
     cfg = cfg.to_py()
     m, k, n = int(cfg["m"]), int(cfg["k"]), int(cfg["n"])
     dev = cfg.get("device", "webgpu")
@@ -46,7 +48,7 @@ def bench_prepare(cfg, A, W, B, DY):
               dy=nr.tensor(_f32(DY), device=dev).reshape(m, n), y=None)
 
 
-async def bench_iter():
+async def bench_iter(arg=None, emit=None, should_stop=None):
     """One timed iteration (ms): forward + backward, finished by reading the bias gradient back."""
     a, w, b = _S["a"], _S["w"], _S["b"]
     a.grad = w.grad = b.grad = None
@@ -59,7 +61,7 @@ async def bench_iter():
     return t
 
 
-async def bench_outputs():
+async def bench_outputs(arg=None, emit=None, should_stop=None):
     """y and the three gradients of the last iteration, as Float32Arrays."""
     res = {}
     for name, t in (("y", _S["y"]), ("da", _S["a"].grad), ("dw", _S["w"].grad), ("db", _S["b"].grad)):

@@ -1,5 +1,6 @@
-# Runs once per page in Pyodide (see web/src/numr.js): installs the numr_web wheel from this origin,
-# imports it and brings up the browser WebGPU device. Defines numr_boot and numr_console.
+# Runs once per Pyodide (web/src/lib/boot.js; in the page or in the worker): installs the numr_web
+# wheel from this origin, imports it and brings up the browser WebGPU device. Defines numr_boot and
+# numr_console.
 import contextlib
 import io
 import sys
@@ -22,18 +23,23 @@ async def numr_boot(wheel_url, progress):
     info["devices"] = list(nr.available_devices())
     if "webgpu" not in info["devices"]:
         raise RuntimeError(f"numr_web's webgpu device is not usable here: {probe('webgpu')[1]}")
+    try:
+        from pyodide.ffi import can_run_sync
+        info["jspi"] = bool(can_run_sync())
+    except ImportError:
+        info["jspi"] = False
     _console_ns["nr"] = nr
     from pyodide.ffi import to_js
     import js
     return to_js(info, dict_converter=js.Object.fromEntries)
 
 
-async def numr_console(code):
+async def numr_console(code, emit=None, should_stop=None):
     """Run console code (top-level await allowed); return its stdout + the last expression's repr.
     Exceptions propagate (the page shows the Python exception text)."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        result = await eval_code_async(code, _console_ns)
+        result = await eval_code_async(str(code), _console_ns)
     out = buf.getvalue()
     if result is not None:
         out += repr(result)

@@ -12,11 +12,17 @@ def _js(d):
     return to_js(d, dict_converter=js.Object.fromEntries)
 
 
-async def parity_run(golden_text, on_row, device="webgpu"):
-    golden = json.loads(golden_text)
+async def parity_run(arg, emit=None, should_stop=None, device="webgpu"):
+    """arg: {golden: the golden JSON text, only: run the cases whose name contains this ('' = all)}.
+    emit(row) after every case; returns the summary."""
+    arg = arg.to_py() if hasattr(arg, "to_py") else dict(arg)
+    golden = json.loads(arg["golden"])
+    only = arg.get("only") or ""
     by_name = {c.name: c for c in CASES}
     rows = []
     for g in golden["cases"]:
+        if only and only not in g["name"]:
+            continue
         row = {"name": g["name"], "group": g.get("group", ""), "outputs": "", "max_abs": None,
                "max_rel": None, "worst": None, "ms": 0.0, "status": "FAIL", "error": ""}
         t0 = time.perf_counter()
@@ -42,7 +48,8 @@ async def parity_run(golden_text, on_row, device="webgpu"):
             row["error"] = f"{type(e).__name__}: {e}"
         row["ms"] = (time.perf_counter() - t0) * 1e3
         rows.append(row)
-        on_row(_js(row))
+        if emit is not None:
+            emit(_js(row))
     ok = all(r["status"] == "PASS" for r in rows)
     return _js({"status": "PASS" if ok and rows else "FAIL", "n": len(rows),
                 "failed": [r["name"] for r in rows if r["status"] != "PASS"],

@@ -1,13 +1,12 @@
-# Training playground (web/index.html): the demo MLP on the shipped digits data, fused
-# GEMM + bias + activation layers on WebGPU, driven from web/src/train.js.
-import asyncio
-import time
-
+# Training playground (web/index.html): the digits MLP of fused GEMM + bias + activation layers on
+# WebGPU. The run itself is numr_web.demo.prepare_digits + numr_web.training.fit_async, the same loop
+# `numr-web demo` uses (there with blocking readback); this file only adapts it to the page:
+# settings from JS, progress events out through `emit`, Stop through `should_stop`.
 import numr_web as nr
-from numr_web import nn
-from numr_web.data import digits_split
+from numr_web.demo import prepare_digits
+from numr_web.training import fit_async
 
-_state = {"model": None}
+_state = {"model": None, "device": "webgpu"}
 
 
 def _js(d):
@@ -19,63 +18,55 @@ def _js(d):
         return d
 
 
-async def _accuracy(model, x, labels):
-    with nr.no_grad():
-        pred = await model(x).argmax(axis=1).read()
-    return sum(int(p) == int(t) for p, t in zip(pred, labels)) / len(labels)
+def _py(v):
+    return v.to_py() if hasattr(v, "to_py") else v
 
 
-async def train_run(cfg, on_progress, should_stop=None):
-    """cfg: dict(hidden, epochs, batch, lr, activation, device, optimizer). on_progress(dict) is called
-    after every step ({step, epoch, loss}) and every epoch ({epoch, test_acc, train_acc})."""
-    cfg = cfg.to_py() if hasattr(cfg, "to_py") else dict(cfg)
+def _num(v):
+    """JS numbers arrive as float where they are whole: keep ints as ints for the setting checks."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+async def train_run(cfg, emit=None, should_stop=None):
+    """cfg: {hidden, layers, epochs, batch, lr, activation, optimizer, device, seed}. emit(event) gets
+    {kind: 'start' | 'step' | 'epoch', ...}; should_stop() is asked after every step."""
+    cfg = dict(_py(cfg))
+    send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
     device = cfg.get("device", "webgpu")
-    hidden = int(cfg.get("hidden", 64))
-    epochs = int(cfg.get("epochs", 10))
-    bs = int(cfg.get("batch", 64))
-    lr = float(cfg.get("lr", 0.01))
-    act = cfg.get("activation", "relu")
-    t0 = time.perf_counter()
-    x_train, y_train, x_test, y_test = digits_split(device=device)
-    test_labels = await y_test.read()
-    sizes = [64] + [hidden] * int(cfg.get("layers", 1)) + [10]
-    model = nn.MLP(sizes, activation=act, device=device, seed=int(cfg.get("seed", 0)))
-    opt = (nn.SGD(model.parameters(), lr=lr, momentum=0.9) if cfg.get("optimizer") == "sgd"
-           else nn.Adam(model.parameters(), lr=lr))
-    n = x_train.shape[0]
-    step, acc = 0, 0.0
-    on_progress(_js({"kind": "start", "n_train": n, "n_test": x_test.shape[0], "sizes": sizes,
-                 "load_s": time.perf_counter() - t0}))
-    for epoch in range(epochs):
-        for i in range(0, n, bs):
-            xb, yb = x_train[i:i + bs], y_train[i:i + bs]
-            loss = nr.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            value = await loss.read()          # also paces the GPU queue, lets the page repaint
-            on_progress(_js({"kind": "step", "step": step, "epoch": epoch + (i + bs) / n, "loss": float(value)}))
-            if should_stop is not None and should_stop():
-                break
-        acc = await _accuracy(model, x_test, test_labels)
-        on_progress(_js({"kind": "epoch", "epoch": epoch + 1, "step": step, "test_acc": acc,
-                     "elapsed_s": time.perf_counter() - t0}))
-        await asyncio.sleep(0)
-        if should_stop is not None and should_stop():
-            break
-    _state["model"] = model
-    _state["device"] = device
-    return _js({"test_acc": acc, "steps": step, "seconds": time.perf_counter() - t0})
+    kwargs, info = prepare_digits(
+        device=device, hidden=_num(cfg.get("hidden", 64)), layers=_num(cfg.get("layers", 1)),
+        epochs=_num(cfg.get("epochs", 8)), batch_size=_num(cfg.get("batch", 64)),
+        lr=cfg.get("lr", 0.01), activation=cfg.get("activation", "relu"),
+        optimizer=cfg.get("optimizer", "adam"), seed=_num(cfg.get("seed", 0)))
+    _state.update(model=kwargs["model"], device=device)     # the pad classifies with the live model
+    epochs, per_epoch = kwargs["epochs"], info["batches_per_epoch"]
+    send({"kind": "start", **info, "epochs": epochs, "total_steps": epochs * per_epoch})
+
+    def on_step(s):
+        send({"kind": "step", "step": s.step, "epoch": s.epoch + (s.batch + 1) / per_epoch,
+              "loss": s.loss})
+
+    def on_epoch(e):
+        send({"kind": "epoch", "epoch": e.epoch + 1, "step": e.step, "loss": e.loss,
+              "test_acc": e.metrics["accuracy"], "elapsed_s": e.seconds})
+
+    res = await fit_async(**kwargs, on_step=on_step, on_epoch=on_epoch,
+                          should_stop=should_stop or None, read_loss_every=1)
+    return _js({"test_acc": res.metrics.get("accuracy", 0.0), "steps": res.steps,
+                "epochs": res.epochs, "seconds": res.seconds, "stopped": res.stopped,
+                "history": res.history})
 
 
-async def classify(pixels):
-    """pixels: 64 values 0..16 (8x8, row-major, like the digits data) -> 10 probabilities."""
+async def classify(pixels, emit=None, should_stop=None):
+    """pixels: 64 values 0..16 (8x8, row-major, like the digits data) -> 10 probabilities.
+    Uses the model as it is now (also while it trains)."""
     model = _state["model"]
     if model is None:
-        raise RuntimeError("train the model first")
-    pixels = pixels.to_py() if hasattr(pixels, "to_py") else list(pixels)
+        raise ValueError("train the model first: there is nothing to classify with yet")
+    pixels = list(_py(pixels))
+    if len(pixels) != 64:
+        raise ValueError(f"expected 64 pixel values, got {len(pixels)}")
     x = nr.tensor([[float(v) / 16.0 for v in pixels]], device=_state["device"])
-    with nr.no_grad():
-        probs = await nr.softmax(model(x), axis=-1).read()
-    return _js(probs[0])
+    with nr.no_grad():                       # no await inside: another task may be training
+        probs = nr.softmax(model(x), axis=-1)
+    return _js((await probs.read())[0])

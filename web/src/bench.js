@@ -1,18 +1,48 @@
-// Benchmark page: numr_web fused Linear (+bias+relu / +gelu) forward + backward on WebGPU vs
-// TensorFlow.js's WebGPU backend, same inputs, same page.
+// Benchmark page: numr_web fused Linear (+bias+relu / +gelu) forward + backward on WebGPU (in the
+// page's numr_web worker, or on the page with ?mode=main) vs TensorFlow.js's WebGPU backend (on the
+// page), same inputs.
 // URL: ?m=1024&k=256&n=256&acts=relu,gelu&warmup=2&reps=5&autorun=1[&order=tfjs-first]
-// Machine-readable: #bench-status[data-state=done|error] and window.benchResult
+// Machine-readable: #bench-status[data-state=done|error|invalid|skipped] and window.benchResult
 //   {shape, rows: [{activation, ours_ms, tfjs_ms, ratio, diff: {y, da, dw, db}, max_rel}]}.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
-import { numrReady, showError, errorText } from './numr.js';
+import { ready, params, showError, clearError, errorText } from './app.js';
 import benchPy from '../py/bench.py?raw';
 
 const $ = (id) => document.getElementById(id);
-const params = new URLSearchParams(location.search);
 for (const k of ['m', 'k', 'n', 'acts', 'warmup', 'reps']) if (params.has(k)) $(k).value = params.get(k);
 window.benchResult = null;
-let py = null;
+let client = null;
+const ACTS = ['none', 'relu', 'sigmoid', 'gelu'];
+const MAX_ELEMENTS = 1 << 24;          // per operand: 64 MiB of float32
+
+function fieldError(id, msg) {
+  $(`${id}-error`).textContent = msg || '';
+  if (msg) $(id).setAttribute('aria-invalid', 'true'); else $(id).removeAttribute('aria-invalid');
+}
+/** -> the settings, or null after putting a message next to every bad field. */
+function readSettings() {
+  const cfg = { device: 'webgpu' };
+  let ok = true;
+  const ints = { m: [1, 8192, 'M'], k: [1, 8192, 'K'], n: [1, 8192, 'N'], warmup: [0, 100, 'warm-up'], reps: [1, 100, 'repetitions'] };
+  for (const [id, [lo, hi, what]] of Object.entries(ints)) {
+    const raw = $(id).value.trim(), v = Number(raw);
+    const msg = raw === '' || !Number.isInteger(v) ? `${what}: enter a whole number`
+      : v < lo ? `${what}: at least ${lo}` : v > hi ? `${what}: at most ${hi}` : '';
+    fieldError(id, msg);
+    if (msg) ok = false; else cfg[id] = v;
+  }
+  if (ok) {
+    const big = [['m', cfg.m * cfg.k], ['k', cfg.k * cfg.n], ['n', cfg.m * cfg.n]].find(([, e]) => e > MAX_ELEMENTS);
+    if (big) { fieldError(big[0], `M×K, K×N and M×N must each stay under ${MAX_ELEMENTS.toLocaleString('en')} elements`); ok = false; }
+  }
+  const acts = $('acts').value.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = acts.filter((a) => !ACTS.includes(a));
+  const msg = !acts.length ? 'name at least one activation' : bad.length ? `unknown: ${bad.join(', ')} (use ${ACTS.join(', ')})` : '';
+  fieldError('acts', msg ? `activations: ${msg}` : '');
+  if (msg) ok = false; else cfg.acts = acts;
+  return ok ? cfg : null;
+}
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const h = s.length >> 1; return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2; };
 
@@ -76,23 +106,25 @@ function maxDiff(x, ref) {
 }
 
 async function run() {
+  const st = $('bench-status');
+  const base = readSettings();
+  if (!base) { st.dataset.state = 'invalid'; st.textContent = 'fix the settings marked above'; return; }
+  if (!client) return;
+  clearError();
   $('run').disabled = true;
   $('results').tBodies[0].innerHTML = '';
-  const st = $('bench-status');
   st.dataset.state = 'running';
-  const base = { m: Number($('m').value), k: Number($('k').value), n: Number($('n').value),
-    warmup: Number($('warmup').value), reps: Number($('reps').value), device: 'webgpu' };
   const rows = [];
   window.benchResult = null;
   try {
     const { m, k, n } = base;
     const A = randn(m * k, 1, 1), W = randn(k * n, 1 / Math.sqrt(k), 2), B = randn(n, 0.1, 3), DY = randn(m * n, 1, 4);
-    for (const act of $('acts').value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const act of base.acts) {
       const cfg = { ...base, activation: act };
       // numr_web and TF.js alternate iteration by iteration (fair under background load)
-      st.textContent = `${act} ${m}×${k}×${n}: warming up…`;
-      py.globals.get('bench_prepare')(cfg, A, W, B, DY);
-      const ourIter = py.globals.get('bench_iter');
+      st.textContent = `${act} ${m}×${k}×${n}: warming up (the first iteration compiles the kernels)…`;
+      await client.call('bench_prepare', { cfg, A, W, B, DY });
+      const ourIter = () => client.call('bench_iter', null);
       const tfs = tfSide(cfg, A, W, B, DY);
       const oursT = [], tfT = [];
       const tfFirst = params.get('order') === 'tfjs-first';
@@ -102,7 +134,7 @@ async function run() {
         if (tfFirst) { tt = await tfs.iter(); to = await ourIter(); } else { to = await ourIter(); tt = await tfs.iter(); }
         if (i >= cfg.warmup) { oursT.push(to); tfT.push(tt); }
       }
-      const ours = await py.globals.get('bench_outputs')();
+      const ours = await client.call('bench_outputs', null);
       ours.times_ms = oursT;
       const theirs = await tfs.outputs();
       theirs.times_ms = tfT;
@@ -119,16 +151,21 @@ async function run() {
       rows.push(row);
       const tr = document.createElement('tr');
       tr.dataset.activation = act;
-      tr.innerHTML = `<td>${act}</td><td>${m}×${k}×${n}</td><td class="ours">${row.ours_ms.toFixed(1)}</td>
-        <td class="tfjs">${row.tfjs_ms.toFixed(1)}</td><td class="ratio">${row.ratio.toFixed(2)}×</td>
-        ${['y', 'da', 'dw', 'db'].map((kk) => `<td>${diff[kk].toExponential(2)}</td>`).join('')}
-        <td class="maxrel">${maxRel.toExponential(2)}</td>`;
+      const heads = [...$('results').tHead.rows[0].cells].map((c) => c.textContent);
+      const cells = [[act, ''], [`${m}×${k}×${n}`, 'num'], [row.ours_ms.toFixed(1), 'num ours'],
+        [row.tfjs_ms.toFixed(1), 'num tfjs'], [`${row.ratio.toFixed(2)}×`, 'num ratio'],
+        ...['y', 'da', 'dw', 'db'].map((kk) => [diff[kk].toExponential(2), 'num']), [maxRel.toExponential(2), 'num maxrel']];
+      cells.forEach(([text, cls], i) => {
+        const td = document.createElement('td');
+        td.textContent = text; td.className = cls; td.dataset.label = heads[i];
+        tr.append(td);
+      });
       $('results').tBodies[0].append(tr);
     }
     window.benchResult = { shape: [m, k, n], warmup: base.warmup, reps: base.reps, rows,
       tfjs_backend: tf.getBackend(), tfjs_version: tf.version.tfjs };
     st.textContent = 'done: ' + rows.map((r) => `${r.activation}: numr_web ${r.ours_ms.toFixed(1)} ms, ` +
-      `TF.js ${r.tfjs_ms.toFixed(1)} ms, ratio ${r.ratio.toFixed(2)}`).join('; ');
+      `TF.js ${r.tfjs_ms.toFixed(1)} ms, ratio ${r.ratio.toFixed(2)} (lower is better)`).join('; ');
     st.dataset.state = 'done';
   } catch (err) {
     window.benchResult = { error: errorText(err), rows };
@@ -140,17 +177,25 @@ async function run() {
   }
 }
 
-$('run').addEventListener('click', run);
-Promise.all([numrReady, initTf()]).then(([p]) => {
-  py = p;
-  py.runPython(benchPy);
+$('controls').addEventListener('submit', (e) => { e.preventDefault(); run(); });
+for (const id of ['m', 'k', 'n', 'acts', 'warmup', 'reps']) $(id).addEventListener('input', () => fieldError(id, ''));
+ready.then(async (c) => {
+  await Promise.all([c.runPython(benchPy), initTf()]);
+  client = c;
   $('run').disabled = false;
   $('bench-status').textContent = `ready (TF.js ${tf.version.tfjs}, backend ${tf.getBackend()})`;
-  $('backend-info').textContent = `numr_web ${window.numrInfo?.version} webgpu: ${window.numrInfo?.webgpu}; ` +
+  $('backend-info').textContent = `numr_web ${c.info.version} (${c.mode} thread) webgpu: ${c.info.webgpu}; ` +
     `TensorFlow.js ${tf.version.tfjs} on ${tf.getBackend()}`;
   if (params.get('autorun') === '1') run();
 }).catch((err) => {
-  $('bench-status').dataset.state = 'error';
-  $('bench-status').textContent = 'not ready: ' + errorText(err);
+  const st = $('bench-status');
+  if (err && err.name === 'NoWebGPUError') {
+    st.dataset.state = 'skipped';
+    st.textContent = 'skipped: no WebGPU (see above)';
+    window.benchResult = { skipped: 'no WebGPU', rows: [] };
+    return;
+  }
+  st.dataset.state = 'error';
+  st.textContent = 'not ready: ' + errorText(err);
   showError(err, 'benchmark setup');
 });

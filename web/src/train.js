@@ -1,61 +1,91 @@
-// Training playground: trains numr_web's MLP on WebGPU (web/py/train.py), live loss chart, drawing pad.
-// URL parameters override the controls: ?hidden=32&layers=1&epochs=5&batch=64&lr=0.01&activation=relu
-//   &optimizer=adam&autostart=1
-// window.numrTrain exposes the state for tests: {state: idle|training|done|error, result, losses, accs}.
-import { numrReady, showError, errorText } from './numr.js';
+// Training playground: trains numr_web's MLP on WebGPU (web/py/train.py -> numr_web.training), live
+// loss chart, drawing pad classified by the model (also while it trains).
+// URL parameters set the controls: ?hidden=32&layers=1&epochs=5&batch=64&lr=0.01&activation=relu
+//   &optimizer=adam&autostart=1 (&mode=main: everything on the page's thread)
+// window.numrTrain (for tests): {state: idle|training|stopping|stopped|done|error, result, losses,
+//   accs, error, statusLog: [{text, step}]}; window.numrClassify(pixels) -> Promise<10 probabilities>.
+import { ready, params, showError, clearError, errorText } from './app.js';
+import { drawChart } from './chart.js';
 import trainPy from '../py/train.py?raw';
 
 const $ = (id) => document.getElementById(id);
-const params = new URLSearchParams(location.search);
 for (const k of ['hidden', 'layers', 'epochs', 'batch', 'lr', 'activation', 'optimizer']) {
   if (params.has(k)) $(k).value = params.get(k);
 }
-const ui = window.numrTrain = { state: 'idle', result: null, losses: [], accs: [], error: null };
-let py = null;
-let stopRequested = false;
-let stepsPerEpoch = 1;
+const ui = window.numrTrain = { state: 'idle', result: null, losses: [], accs: [], error: null, statusLog: [], totalSteps: 0 };
+let client = null;
+let hasModel = false;
 
-// -- loss chart -------------------------------------------------------------------------------------
-function drawChart() {
-  const c = $('chart'), g = c.getContext('2d');
-  const W = c.width, H = c.height, L = 48, R = 40, T = 12, B = 28;
-  g.clearRect(0, 0, W, H);
-  g.font = '11px system-ui'; g.strokeStyle = '#ccc'; g.fillStyle = '#555';
-  g.strokeRect(L, T, W - L - R, H - T - B);
-  const totalSteps = Math.max(1, Number($('epochs').value) * stepsPerEpoch, ui.losses.length);
-  const maxLoss = Math.max(0.5, ...ui.losses.map((p) => p.loss).slice(0, 20));
-  const x = (s) => L + (W - L - R) * (s / totalSteps);
-  const yL = (v) => T + (H - T - B) * (1 - Math.min(v, maxLoss) / maxLoss);
-  const yA = (v) => T + (H - T - B) * (1 - v);
-  for (let i = 0; i <= 4; i++) {
-    const v = (maxLoss * i) / 4;
-    g.fillText(v.toFixed(2), 4, yL(v) + 4);
-    g.fillText(`${25 * i}%`, W - R + 6, yA(i / 4) + 4);
-  }
-  g.fillText('step', W / 2, H - 8);
-  g.strokeStyle = '#2557a7'; g.lineWidth = 1.5; g.beginPath();
-  ui.losses.forEach((p, i) => (i ? g.lineTo(x(p.step), yL(p.loss)) : g.moveTo(x(p.step), yL(p.loss))));
-  g.stroke();
-  g.strokeStyle = '#2a9d3a'; g.fillStyle = '#2a9d3a'; g.beginPath();
-  ui.accs.forEach((p, i) => (i ? g.lineTo(x(p.step), yA(p.acc)) : g.moveTo(x(p.step), yA(p.acc))));
-  g.stroke();
-  ui.accs.forEach((p) => g.fillRect(x(p.step) - 2, yA(p.acc) - 2, 4, 4));
-  g.fillStyle = '#2557a7'; g.fillText('— loss', L + 8, T + 14);
-  g.fillStyle = '#2a9d3a'; g.fillText('— test accuracy', L + 60, T + 14);
+function status(text) {
+  $('train-status').textContent = text;
+  ui.statusLog.push({ text, step: ui.losses.length });
 }
-let chartQueued = false;
-const queueChart = () => {
-  if (!chartQueued) { chartQueued = true; requestAnimationFrame(() => { chartQueued = false; drawChart(); }); }
-};
 
-// -- training --------------------------------------------------------------------------------------------
-function onProgress(d) {
+// -- settings: checked here, with the message next to the field ---------------------------------------
+const FIELDS = {
+  hidden: { int: true, min: 1, max: 1024, what: 'hidden units' },
+  layers: { int: true, min: 1, max: 4, what: 'hidden layers' },
+  epochs: { int: true, min: 1, max: 200, what: 'epochs' },
+  batch: { int: true, min: 1, max: 1438, what: 'batch size' },
+  lr: { int: false, min: 0, max: 10, what: 'learning rate', openMin: true },
+};
+function fieldError(id, msg) {
+  const input = $(id), err = $(`${id}-error`);
+  err.textContent = msg || '';
+  if (msg) input.setAttribute('aria-invalid', 'true'); else input.removeAttribute('aria-invalid');
+}
+/** -> the settings, or null after putting a message next to every bad field. */
+function readSettings() {
+  const cfg = { activation: $('activation').value, optimizer: $('optimizer').value, device: 'webgpu' };
+  let ok = true, first = null;
+  for (const [id, f] of Object.entries(FIELDS)) {
+    const raw = $(id).value.trim(), v = Number(raw);
+    let msg = '';
+    if (raw === '' || !Number.isFinite(v)) msg = `enter a number`;
+    else if (f.int && !Number.isInteger(v)) msg = `enter a whole number`;
+    else if (f.openMin ? v <= f.min : v < f.min) msg = f.openMin ? `must be more than ${f.min}` : `at least ${f.min}`;
+    else if (v > f.max) msg = `at most ${f.max}`;
+    fieldError(id, msg ? `${f.what}: ${msg}` : '');
+    if (msg) { ok = false; first = first || id; } else cfg[id] = v;
+  }
+  if (first) $(first).focus();
+  return ok ? cfg : null;
+}
+
+// -- chart ------------------------------------------------------------------------------------------------
+let chartQueued = false;
+function redraw() {
+  drawChart($('chart'), ui);
+  const last = ui.losses[ui.losses.length - 1], acc = ui.accs[ui.accs.length - 1];
+  $('chart').setAttribute('aria-label', ui.losses.length
+    ? `Loss chart: ${ui.losses.length} steps, latest loss ${last.loss.toFixed(3)}` +
+      (acc ? `, test accuracy ${(100 * acc.acc).toFixed(1)}% after epoch ${ui.accs.length}` : '')
+    : 'Loss chart: no training run yet');
+}
+const queueChart = () => {
+  if (!chartQueued) { chartQueued = true; requestAnimationFrame(() => { chartQueued = false; redraw(); }); }
+};
+new ResizeObserver(queueChart).observe($('chart'));
+
+// -- training ------------------------------------------------------------------------------------------------
+let compileTimer = null;
+function onEvent(d) {
   if (d.kind === 'start') {
-    stepsPerEpoch = Math.ceil(d.n_train / Number($('batch').value));
-    $('train-status').textContent = `training ${d.sizes.join('→')} on ${d.n_train} images…`;
+    hasModel = true; $('classify').disabled = false;
+    ui.totalSteps = d.total_steps;
+    $('train-progress').max = d.total_steps;
+    $('train-progress').removeAttribute('value');          // indeterminate until step 1
+    const t0 = performance.now();
+    const tick = () => status(`training ${d.sizes.join('→')} on ${d.n_train} images: preparing step 1 ` +
+      `(compiling the WebGPU kernels on first use)… ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    tick();
+    compileTimer = setInterval(tick, 1000);
   } else if (d.kind === 'step') {
+    if (compileTimer) { clearInterval(compileTimer); compileTimer = null; }
+    if (d.step === 1) performance.mark('numr-train-step1');
     ui.losses.push({ step: d.step, loss: d.loss });
-    $('train-status').textContent = `epoch ${d.epoch.toFixed(2)}  step ${d.step}  loss ${d.loss.toFixed(4)}`;
+    $('train-progress').value = d.step;
+    if (ui.state === 'training') status(`epoch ${d.epoch.toFixed(2)} · step ${d.step}/${ui.totalSteps} · loss ${d.loss.toFixed(4)}`);
   } else if (d.kind === 'epoch') {
     ui.accs.push({ step: d.step, acc: d.test_acc });
     $('test-acc').textContent = `${(100 * d.test_acc).toFixed(1)}%`;
@@ -65,48 +95,58 @@ function onProgress(d) {
 }
 
 async function train() {
-  $('train').disabled = true; $('stop').disabled = false; $('classify').disabled = true;
-  stopRequested = false;
-  Object.assign(ui, { state: 'training', result: null, losses: [], accs: [], error: null });
-  $('test-acc').dataset.value = '';
-  drawChart();
-  const cfg = {
-    hidden: Number($('hidden').value), layers: Number($('layers').value), epochs: Number($('epochs').value),
-    batch: Number($('batch').value), lr: Number($('lr').value), activation: $('activation').value,
-    optimizer: $('optimizer').value, device: 'webgpu',
-  };
+  const cfg = readSettings();
+  if (!cfg || !client) return;
+  clearError();
+  $('train').disabled = true; $('stop').disabled = false;
+  performance.clearMarks('numr-train-step1'); performance.clearMarks('numr-train-end');
+  Object.assign(ui, { state: 'training', result: null, losses: [], accs: [], error: null, statusLog: [], totalSteps: 0 });
+  $('test-acc').dataset.value = ''; $('test-acc').textContent = '–'; $('train-time').textContent = '';
+  status('starting…');
+  redraw();
   try {
-    const r = await py.globals.get('train_run')(cfg, onProgress, () => stopRequested);
+    const r = await client.call('train_run', cfg, { onEvent, stoppable: true });
+    performance.mark('numr-train-end');
     ui.result = r;
     $('test-acc').textContent = `${(100 * r.test_acc).toFixed(1)}%`;
     $('test-acc').dataset.value = String(r.test_acc);
-    $('train-status').textContent =
-      `done: ${r.steps} steps in ${r.seconds.toFixed(1)} s, test accuracy ${(100 * r.test_acc).toFixed(1)}%`;
-    ui.state = 'done';
-    $('classify').disabled = false;
+    ui.state = r.stopped ? 'stopped' : 'done';
+    status(r.stopped
+      ? `stopped after step ${r.steps} (epoch ${r.epochs}, ${r.seconds.toFixed(1)} s): test accuracy ${(100 * r.test_acc).toFixed(1)}%`
+      : `done: ${r.steps} steps in ${r.seconds.toFixed(1)} s, test accuracy ${(100 * r.test_acc).toFixed(1)}%`);
+    clearError();
     if (padHasInk()) classifyPad();
   } catch (err) {
     ui.state = 'error'; ui.error = errorText(err);
-    $('train-status').textContent = 'training failed: ' + errorText(err);
+    status('training failed: ' + ui.error);
     showError(err, 'training');
   } finally {
+    if (compileTimer) { clearInterval(compileTimer); compileTimer = null; }
     $('train').disabled = false; $('stop').disabled = true;
-    drawChart();
+    redraw();
   }
 }
+function stop() {
+  if (ui.state !== 'training' || !client) return;
+  ui.state = 'stopping';
+  $('stop').disabled = true;
+  status(`stopping after step ${ui.losses.length + 1}…`);
+  client.stop();
+}
 
-// -- drawing pad -------------------------------------------------------------------------------------------
+// -- drawing pad -----------------------------------------------------------------------------------------
 const pad = $('pad'), pg = pad.getContext('2d', { willReadFrequently: true });
 function clearPad() {
   pg.fillStyle = 'black'; pg.fillRect(0, 0, pad.width, pad.height);
   $('preview').getContext('2d').clearRect(0, 0, 128, 128);
   $('prediction').textContent = '–'; $('prediction').dataset.value = ''; $('probs').innerHTML = '';
+  $('classify-error').textContent = '';
 }
 let drawing = false, last = null;
 const pos = (e) => { const r = pad.getBoundingClientRect(); return [(e.clientX - r.left) * pad.width / r.width, (e.clientY - r.top) * pad.height / r.height]; };
 pad.addEventListener('pointerdown', (e) => { drawing = true; last = pos(e); pad.setPointerCapture(e.pointerId); stroke(last); });
 pad.addEventListener('pointermove', (e) => { if (drawing) stroke(pos(e)); });
-const endStroke = () => { if (drawing) { drawing = false; if (ui.state === 'done') classifyPad(); else previewPad(); } };
+const endStroke = () => { if (drawing) { drawing = false; if (hasModel) classifyPad(); else previewPad(); } };
 pad.addEventListener('pointerup', endStroke);
 pad.addEventListener('pointercancel', endStroke);
 function stroke(p) {
@@ -147,33 +187,39 @@ function previewPad(pixels = padPixels()) {
   return pixels;
 }
 async function classifyPixels(pixels) {
-  const probs = await py.globals.get('classify')(pixels);
-  return Array.from(probs);
+  const c = await ready;
+  return Array.from(await c.call('classify', pixels));
 }
 async function classifyPad() {
   const pixels = previewPad();
+  $('classify-error').textContent = '';
   try {
     const probs = await classifyPixels(pixels);
     const best = probs.indexOf(Math.max(...probs));
     $('prediction').textContent = String(best); $('prediction').dataset.value = String(best);
     $('probs').innerHTML = probs.map((p, i) =>
-      `<div><span>${i}</span><span class="bar" style="width:${Math.round(160 * p)}px"></span><span>${(100 * p).toFixed(1)}%</span></div>`).join('');
-  } catch (err) { showError(err, 'classify'); }
+      `<div><span>${i}</span><span class="bar" style="width:${Math.round(120 * p)}px"></span><span class="num">${(100 * p).toFixed(1)}%</span></div>`).join('');
+    $('pad').setAttribute('aria-label', `Drawing pad: classified as ${best} (${(100 * probs[best]).toFixed(0)}%)`);
+  } catch (err) {
+    $('classify-error').textContent = errorText(err);
+  }
 }
-// for tests: classify 64 pixel values (0..16) with the trained model -> 10 probabilities
 window.numrClassify = classifyPixels;
 
 $('clear').addEventListener('click', clearPad);
 $('classify').addEventListener('click', classifyPad);
-$('train').addEventListener('click', train);
-$('stop').addEventListener('click', () => { stopRequested = true; });
+$('controls').addEventListener('submit', (e) => { e.preventDefault(); train(); });
+$('stop').addEventListener('click', stop);
+for (const id of Object.keys(FIELDS)) $(id).addEventListener('input', () => fieldError(id, ''));
 clearPad();
-drawChart();
+redraw();
 
-numrReady.then(async (p) => {
-  py = p;
-  py.runPython(trainPy);
+ready.then(async (c) => {
+  await c.runPython(trainPy);
+  client = c;
   $('train').disabled = false;
-  $('train-status').textContent = 'ready: press Train';
+  status('ready: press Train');
   if (params.get('autostart') === '1') train();
-}).catch(() => { $('train-status').textContent = 'numr_web failed to load (see above)'; });
+}).catch((err) => {
+  status(err && err.name === 'NoWebGPUError' ? 'training needs WebGPU (see above)' : 'numr_web failed to load (see above)');
+});

@@ -1,0 +1,71 @@
+"""The command line as a newcomer meets it: --version, clear one-line errors, bench arguments."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import numr_web as nr
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, env=None, cwd=None, timeout=600):
+    e = {**os.environ, **(env or {})}
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "numr_web.cli", *args], capture_output=True,
+                          text=True, env=e, cwd=cwd, timeout=timeout)
+
+
+def test_version():
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"numr-web {nr.__version__}"
+
+
+@pytest.mark.skipif("cuda" in nr.available_devices(), reason="this machine has CUDA")
+def test_demo_on_a_missing_device_fails_before_any_progress():
+    r = cli("demo", "--device", "cuda", "--plot", "")
+    assert r.returncode == 2
+    assert r.stdout == ""                                  # no banner, no progress bar first
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "BackendUnavailableError" in lines[0] and "cuda" in lines[0], r.stderr
+
+
+def test_demo_refuses_bad_settings_in_one_line():
+    r = cli("demo", "--hidden", "0", "--plot", "")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "hidden" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_info_has_no_mesa_runtime_dir_noise():
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    r = subprocess.run([sys.executable, "-m", "numr_web.cli", "info"], capture_output=True, text=True,
+                       env={**env, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert "XDG_RUNTIME_DIR" not in r.stderr, r.stderr
+    assert "cpu" in r.stdout
+
+
+def test_bench_passes_its_arguments_through(tmp_path):
+    pytest.importorskip("scipy")
+    r = cli("bench", "--m", "32", "--k", "16", "--n", "8", "--reps", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "32" in r.stdout and "gelu" in r.stdout
+    assert not list(tmp_path.iterdir())                   # no plot written without --plot / --write
+    r = cli("bench", "--", "--help")
+    assert r.returncode == 0 and "--reps" in r.stdout
+
+
+def test_serve_without_node_says_why_in_one_line(tmp_path):
+    """A checkout whose app must be built, on a machine without Node: one line with cause and fix."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("bash",):
+        os.symlink(shutil.which(tool), bindir / tool)
+    r = cli("serve", "--rebuild", "--no-browser", env={"PATH": str(bindir)}, timeout=60)
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Node" in lines[0] and "Traceback" not in r.stderr
