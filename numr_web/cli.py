@@ -117,6 +117,21 @@ def cmd_bench(args):
     return 0
 
 
+def cmd_shaders(args):
+    """Print the generated kernel code: the per-activation and per-op dispatch built from the tables."""
+    if args.language == "cuda":
+        from .backends.cuda.codegen import dump as dump_cuda
+        print(dump_cuda())
+        return 0
+    from .backends.webgpu.codegen import KERNELS, dump
+    if args.kernel is not None and args.kernel not in KERNELS:
+        print(f"numr-web shaders: no kernel file {args.kernel!r}; one of: {', '.join(sorted(KERNELS))}",
+              file=sys.stderr)
+        return 2
+    print(dump(args.kernel))
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="numr-web", description=__doc__)
     p.add_argument("--version", action="version", version=f"numr-web {__version__}")
@@ -136,6 +151,11 @@ def build_parser():
     b = sub.add_parser("bench", help="run bench/linear.py from the source checkout; the arguments "
                                      "after `bench` go to it (its options: numr-web bench -- --help)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
+    sh = sub.add_parser("shaders", help="print the kernel code generated from the activation and op "
+                                        "tables (WGSL headers and dispatch, or the CUDA source)")
+    sh.add_argument("--dump", action="store_true", help="print the generated code (the default)")
+    sh.add_argument("--language", choices=("wgsl", "cuda"), default="wgsl")
+    sh.add_argument("--kernel", default=None, help="one WGSL kernel file (default: all)")
     serve.add_arguments(sub.add_parser("serve", help="serve the web app on 127.0.0.1 (offline)"))
     return p
 
@@ -153,7 +173,8 @@ def main(argv=None):
     _private_runtime_dir()
     from .errors import NumrError
     try:
-        return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench}[args.cmd](args)
+        return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench,
+                "shaders": cmd_shaders}[args.cmd](args)
     except (NumrError, ValueError) as e:
         print(f"numr-web {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

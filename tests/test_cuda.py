@@ -129,7 +129,7 @@ def test_cuda_activation_misaligned_and_strided(be):
 def _ref_backward(act, dy, s):
     """dz from float64 copies of the exact inputs the kernel saw (s = y or z per the table)."""
     a = ACT[act]
-    if a.grad_from == "z":
+    if a.saves == "z":
         return dy * a.dz(np, s)
     return a.d1(np, dy, s, None)
 
@@ -146,7 +146,7 @@ def test_cuda_act_backward_vs_numpy(be, act, dtype, shape, mode, monkeypatch):
     z = _x(n, dtype, seed=1).reshape(shape)
     y = ACT[act].fwd(np, z.astype(np.float64)).astype(dtype)
     dy = np.random.default_rng(2).standard_normal(shape).astype(dtype)
-    s = z if ACT[act].grad_from == "z" else y
+    s = z if ACT[act].saves == "z" else y
     want = _ref_backward(act, dy.astype(np.float64), s.astype(np.float64))
     dz, db = be.act_backward(act, cp.asarray(dy), cp.asarray(y), cp.asarray(z), True)
     assert dz.dtype == dtype and dz.shape == shape and db.shape == shape[-1:] and db.dtype == dtype
@@ -176,7 +176,7 @@ def test_cuda_gemm_bias_act_vs_numpy(be, act, dtype, with_bias):
     want = ACT[act].fwd(np, z64.copy())
     scale = 30 if dtype == np.float16 else 1
     _close(cp.asnumpy(y), want, dtype, scale=scale)
-    if ACT[act].grad_from == "z":
+    if ACT[act].saves == "z":
         assert z is not None and z.data.ptr != y.data.ptr
         _close(cp.asnumpy(z), z64, dtype, scale=scale)
     else:

@@ -100,7 +100,7 @@ template <int A, typename C> __device__ __forceinline__ C act_dz(C z) {
     }
 }
 
-// act'(.) from the output y (the activations whose table row says grad_from "y")
+// act'(.) from the output y (the activations whose table row says saves "y")
 template <int A, typename C> __device__ __forceinline__ C act_dy(C y) {
     switch (A) {
     case 1: return y > C(0) ? C(1) : C(0);

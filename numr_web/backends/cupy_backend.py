@@ -2,7 +2,7 @@
 backend through ArrayBackend, with fused CUDA kernels (numr_web/backends/cuda_kernels.py) for
 
   * gemm_bias_act: cuBLAS GEMM (cupy.matmul), then ONE kernel adding the bias and applying the
-    activation in place (writing the pre-activation z separately only when ACT[act].grad_from == "z");
+    activation in place (writing the pre-activation z separately only when ACT[act].saves == "z");
   * act_backward: ONE kernel dz = dy * act'(saved) with 16-byte vector loads, plus the bias gradient
     from per-block partial column sums written by that same kernel and one small reduction;
   * activation(order 0/1/2): one kernel each.
@@ -23,7 +23,7 @@ from . import cuda_kernels as K
 
 _BLOCK = 256
 # per ACT code: does the backward read the pre-activation z (else the output y)?
-_FZ = {a.code: "true" if a.grad_from == "z" else "false" for a in ACT.values()}
+_FZ = {a.code: "true" if a.saves == "z" else "false" for a in ACT.values()}
 
 
 def _resident_blocks(fn, threads):
@@ -177,7 +177,7 @@ class CupyBackend(ArrayBackend):
             return self._xp_epilogue(z, bias, act)
         if act == "none" and bias is None:
             return z, None
-        write_z = ACT[act].grad_from == "z"
+        write_z = ACT[act].saves == "z"
         y = xp.empty_like(z) if write_z else z
         self._bias_act(z, bias, y, act)
         return y, (z if write_z else None)
@@ -209,14 +209,14 @@ class CupyBackend(ArrayBackend):
         if bias is not None:
             z += bias
         row = ACT[act]
-        if row.grad_from == "y":
+        if row.saves == "y":
             return row.fwd(self.xp, z), None
         return row.fwd(self.xp, z.copy()), z
 
     def act_backward(self, act, dy, y, z, with_bias_grad):
         xp = self.xp
         row = ACT[act]
-        saved = z if row.grad_from == "z" else y
+        saved = z if row.saves == "z" else y
         if self._ctype(dy) is None or saved.dtype != dy.dtype:
             return super().act_backward(act, dy, y, z, with_bias_grad)
         if act == "none":
