@@ -117,14 +117,16 @@ def _signature(args, kwargs):
 
 # -- the state a step carries ------------------------------------------------------------------------
 def _snapshot(be):
-    """Every live Tensor of this backend (its storage and grad), and every dict holding one (a
-    copy of its items): the slots a step may re-point."""
-    tensors, dicts = [], []
-    for o in gc.get_objects():
-        if isinstance(o, Tensor):
-            if o._backend is be:
-                tensors.append((o, o._data, o._grad))
-        elif type(o) is dict or isinstance(o, dict):
+    """Every live Tensor of this backend (its storage and grad), and every other dict holding
+    one (a copy of its items): the slots a step may re-point."""
+    tensors, dicts, own = [], [], set()
+    objects = gc.get_objects()
+    for o in objects:
+        if isinstance(o, Tensor) and o._backend is be:
+            tensors.append((o, o._data, o._grad))
+            own.add(id(o.__dict__))          # a tensor's own attributes: tracked above
+    for o in objects:
+        if isinstance(o, dict) and id(o) not in own:
             try:
                 items = dict(o)
             except Exception:
@@ -241,8 +243,9 @@ class _Graph:
                         if not isinstance(v, Tensor):
                             return f"the step removes the state {k!r}"
                         pair(v0._data, v._data, f"the state {k!r}")
-                elif not _same_value(v, v0):
-                    return f"the step changes the Python value {k!r} of its state ({v0!r} -> {v!r})"
+                elif _scalar(v0) and not _same_value(v, v0):
+                    return (f"the step changes the Python value {k!r} of its state "
+                            f"({str(v0)[:40]} -> {str(v)[:40]})")
             if any(k not in items and _holds_tensor(v, be) for k, v in d.items()):
                 return "the step creates new state (warm it up with more eager calls first)"
         for old, new in pairs.values():
@@ -252,16 +255,19 @@ class _Graph:
 
     @staticmethod
     def _restore(tensors, dicts, grads=False):
-        """Slots back to what they held before the step (grads=True: also those that were None,
-        after a recording that failed)."""
+        """Slots back to what they held before the step (grads=True, after a recording that
+        failed: every slot, .grad that was None and Python values included)."""
         for t, data0, grad0 in tensors:
             t._data = data0
             if grad0 is not None or grads:
                 t._grad = grad0
         for d, items in dicts:
             for k, v in items.items():
-                if d.get(k, _MISSING) is not v and isinstance(v, Tensor):
+                if d.get(k, _MISSING) is not v and (grads or isinstance(v, Tensor)):
                     d[k] = v
+            if grads:                        # a failed recording: its new keys go too
+                for k in [k for k in d if k not in items]:
+                    del d[k]
 
     def stale(self):
         """Whether the state changed outside the step since it was recorded: a parameter given

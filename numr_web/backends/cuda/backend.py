@@ -70,6 +70,14 @@ class CudaBackend(ArrayBackend):
         self.kernels = Kernels(cupy, numpy.int64)
         self._resident = {}
         self._oom = cupy.cuda.memory.OutOfMemoryError
+        self._blas = None           # (cublas module, {dtype char: (alpha, beta) host scalars})
+        try:
+            from cupy_backends.cuda.libs import cublas
+            one, zero = {c: numpy.ones(1, c) for c in "fd"}, {c: numpy.zeros(1, c) for c in "fd"}
+            self._blas = (cublas, {c: (one[c].ctypes.data, zero[c].ctypes.data) for c in "fd"},
+                          (one, zero))          # the host scalars stay alive with the backend
+        except Exception:           # no cuBLAS binding: cupy.matmul does every GEMM
+            pass
         self.capturing = False        # set by graphs.py while a step is being recorded
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
@@ -240,6 +248,48 @@ class CudaBackend(ArrayBackend):
         return out
 
     # -- linear algebra ---------------------------------------------------------------------------
+    def _gemm(self, a, b):
+        if b.ndim == 2 and a.ndim >= 2:
+            a2 = a if a.ndim == 2 else (a.reshape(-1, a.shape[-1]) if a.flags.c_contiguous else None)
+            out = None if a2 is None else self._mm2d(a2, b)
+            if out is not None:
+                return out if a.ndim == 2 else out.reshape(a.shape[:-1] + (b.shape[-1],))
+        return super()._gemm(a, b)
+
+    def _mm2d(self, a, b):
+        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call with
+        the operands' layouts mapped to transpose flags: no cupy.matmul dispatch. None where it
+        does not apply (TF32 opted in: cupy.matmul carries that compute type)."""
+        ch = a.dtype.char
+        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+            return None
+        m, k = a.shape
+        n = b.shape[1]
+        if not (m and n and k) or max(m, n, k) >= 2 ** 31:
+            return None
+        blas, scalars, _ = self._blas
+        # row-major C (m, n) is column-major C^T (n, m) = B^T A^T
+        if b.flags.c_contiguous:
+            opb, ldb = blas.CUBLAS_OP_N, n
+        elif b.flags.f_contiguous:
+            opb, ldb = blas.CUBLAS_OP_T, k
+        else:
+            return None
+        if a.flags.c_contiguous:
+            opa, lda = blas.CUBLAS_OP_N, k
+        elif a.flags.f_contiguous:
+            opa, lda = blas.CUBLAS_OP_T, m
+        else:
+            return None
+        out = self.xp.empty((m, n), dtype=a.dtype)
+        alpha, beta = scalars[ch]
+        handle = self.xp.cuda.device.get_cublas_handle()
+        blas.setPointerMode(handle, blas.CUBLAS_POINTER_MODE_HOST)
+        (blas.sgemm if ch == "f" else blas.dgemm)(
+            handle, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr, lda, beta,
+            out.data.ptr, n)
+        return out
+
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
         half = a.dtype == self._half
