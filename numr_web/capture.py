@@ -73,7 +73,8 @@ class Captured:
         if g is not None:
             g.recaptures += 1
             if g.recaptures > 4:
-                return self._go_eager(sig, "values in the step's state change between calls")
+                return self._go_eager(sig, "values in the step's state change between calls",
+                                      args, kwargs)
         if len(self.graphs) >= self.max_graphs and sig not in self.graphs:
             self.graphs.pop(next(iter(self.graphs)))
         g = _Graph(self.fn, be, args, kwargs, g.recaptures if g is not None else 0)
