@@ -127,13 +127,14 @@ def _snapshot(be):
             tensors.append((o, o._data, o._grad))
             own.add(id(o.__dict__))          # a tensor's own attributes: tracked above
     for o in objects:
-        if isinstance(o, dict) and id(o) not in own:
-            try:
-                items = dict(o)
-            except Exception:
+        if type(o) is dict or (isinstance(o, dict) and id(o) not in own):
+            if id(o) in own:
                 continue
-            if any(_holds_tensor(v, be) for v in items.values()):
-                dicts.append((o, items))
+            try:
+                if any(_holds_tensor(v, be) for v in o.values()):
+                    dicts.append((o, dict(o)))
+            except Exception:                    # a dict subclass with odd values()
+                continue
     return tensors, dicts
 
 
@@ -189,7 +190,10 @@ class _Graph:
         tensors, dicts = _snapshot(be)
         rng_state = _default_rng.getstate()
         rec = Recording(be)
-        rec.begin()
+        try:
+            rec.begin()
+        except Exception as e:
+            return f"the device cannot record: {type(e).__name__}: {e}"
         saved_checks = be._take_checks()
         try:
             out = self.fn(*self.args, **self.kwargs)
@@ -204,7 +208,13 @@ class _Graph:
             _default_rng.setstate(rng_state)
             be._checks = saved_checks
             return why
-        self.graph = rec.end()
+        try:
+            self.graph = rec.end()
+        except NumrError as e:                  # the capture was invalidated on the device
+            self._restore(tensors, dicts, grads=True)
+            _default_rng.setstate(rng_state)
+            be._checks = saved_checks
+            return str(e)
         self.pool = rec.pool                # addresses the graph writes stay reserved
         self.checks = be._take_checks()     # value checks made by the step: re-armed per replay
         be._checks = saved_checks

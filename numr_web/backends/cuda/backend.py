@@ -30,6 +30,7 @@ from ...errors import BackendLimitError, KernelError
 from ...ops.activations import ACT
 from ..array_backend import ArrayBackend
 from . import codegen as G
+from .blas import Blas
 from .launch import BLOCK, Kernels
 
 
@@ -65,19 +66,16 @@ class CudaBackend(ArrayBackend):
         self._sms = props["multiProcessorCount"]
         self._mem_total = int(props["totalGlobalMem"])
         self._nd = cupy.ndarray
-        self._i64, self._f64 = numpy.int64, numpy.float64
         self._ct = {cupy.dtype(k).char: v for k, v in G.C_TYPES.items()}
-        self.kernels = Kernels(cupy, numpy.int64)
+        self.kernels = Kernels(cupy)
+        self._stream = cupy.cuda.get_current_stream
+        self._code = {name: i for i, name in enumerate(ACT)}
         self._resident = {}
         self._oom = cupy.cuda.memory.OutOfMemoryError
-        self._blas = None           # (cublas module, {dtype char: (alpha, beta) host scalars})
         try:
-            from cupy_backends.cuda.libs import cublas
-            one, zero = {c: numpy.ones(1, c) for c in "fd"}, {c: numpy.zeros(1, c) for c in "fd"}
-            self._blas = (cublas, {c: (one[c].ctypes.data, zero[c].ctypes.data) for c in "fd"},
-                          (one, zero))          # the host scalars stay alive with the backend
-        except Exception:           # no cuBLAS binding: cupy.matmul does every GEMM
-            pass
+            self._blas = Blas(cupy, numpy)
+        except Exception:           # cuBLAS not reachable directly: cupy.matmul does every GEMM
+            self._blas = None
         self.capturing = False        # set by graphs.py while a step is being recorded
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
@@ -195,7 +193,7 @@ class CudaBackend(ArrayBackend):
         return v
 
     def _contig(self, h):
-        return h if h.flags.c_contiguous else self.xp.ascontiguousarray(h)
+        return h if h._c_contiguous else self.xp.ascontiguousarray(h)
 
     # -- elementwise -------------------------------------------------------------------------------
     def binary(self, op, a, b):
@@ -204,15 +202,15 @@ class CudaBackend(ArrayBackend):
             nd = self._nd
             if type(a) is nd:
                 ct = self._ct.get(a.dtype.char)
-                if ct is not None and a.flags.c_contiguous:
+                if ct is not None and a._c_contiguous:
                     if type(b) is nd:
-                        if b.dtype == a.dtype and b.shape == a.shape and b.flags.c_contiguous:
+                        if b.dtype == a.dtype and b.shape == a.shape and b._c_contiguous:
                             return self._bin(ct, op, a, b)
                     elif type(b) is float or (type(b) is int and -2 ** 53 <= b <= 2 ** 53):
                         return self._bin_scalar(ct, op, a, b, False)
             elif type(b) is nd and (type(a) is float or (type(a) is int and -2 ** 53 <= a <= 2 ** 53)):
                 ct = self._ct.get(b.dtype.char)
-                if ct is not None and b.flags.c_contiguous:
+                if ct is not None and b._c_contiguous:
                     return self._bin_scalar(ct, op, b, a, True)
         return super().binary(op, a, b)
 
@@ -221,8 +219,9 @@ class CudaBackend(ArrayBackend):
         n = out.size
         if n:
             v = self._vec(a, a, b, out)
-            fn = self.kernels.binary(ct, op, v, 1)
-            fn(self.kernels.grid_1d(n, v, 1), (BLOCK,), (a, b, out, self._i64(n)))
+            self.kernels.binary(ct, op, v, 1)(self.kernels.grid_1d(n, v, 1), (BLOCK, 1),
+                                              (a.data.ptr, b.data.ptr, out.data.ptr, n),
+                                              self._stream().ptr)
         return out
 
     def _bin_scalar(self, ct, op, a, s, rev):
@@ -230,8 +229,9 @@ class CudaBackend(ArrayBackend):
         n = out.size
         if n:
             v = self._vec(a, a, out)
-            fn = self.kernels.binary_scalar(ct, op, rev, v, 1)
-            fn(self.kernels.grid_1d(n, v, 1), (BLOCK,), (a, self._f64(s), out, self._i64(n)))
+            self.kernels.binary_scalar(ct, op, rev, v, 1)(
+                self.kernels.grid_1d(n, v, 1), (BLOCK, 1), (a.data.ptr, float(s), out.data.ptr, n),
+                self._stream().ptr)
         return out
 
     def activation(self, name, z, fn="fwd"):
@@ -243,23 +243,24 @@ class CudaBackend(ArrayBackend):
         n = out.size
         if n:
             v, u = self._vec(z, z, out), self.unroll
-            k = self.kernels.map(ct, ACT[name].code, fn, v, u)
-            k(self.kernels.grid_1d(n, v, u), (BLOCK,), (z, z, out, self._i64(n)))
+            self.kernels.map(ct, self._code[name], fn, v, u)(
+                self.kernels.grid_1d(n, v, u), (BLOCK, 1), (z.data.ptr, z.data.ptr, out.data.ptr, n),
+                self._stream().ptr)
         return out
 
     # -- linear algebra ---------------------------------------------------------------------------
     def _gemm(self, a, b):
         if b.ndim == 2 and a.ndim >= 2:
-            a2 = a if a.ndim == 2 else (a.reshape(-1, a.shape[-1]) if a.flags.c_contiguous else None)
+            a2 = a if a.ndim == 2 else (a.reshape(-1, a.shape[-1]) if a._c_contiguous else None)
             out = None if a2 is None else self._mm2d(a2, b)
             if out is not None:
                 return out if a.ndim == 2 else out.reshape(a.shape[:-1] + (b.shape[-1],))
         return super()._gemm(a, b)
 
     def _mm2d(self, a, b):
-        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call with
-        the operands' layouts mapped to transpose flags: no cupy.matmul dispatch. None where it
-        does not apply (TF32 opted in: cupy.matmul carries that compute type)."""
+        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call
+        (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply (TF32 opted
+        in: cupy.matmul carries that compute type)."""
         ch = a.dtype.char
         if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
             return None
@@ -267,28 +268,9 @@ class CudaBackend(ArrayBackend):
         n = b.shape[1]
         if not (m and n and k) or max(m, n, k) >= 2 ** 31:
             return None
-        blas, scalars, _ = self._blas
-        # row-major C (m, n) is column-major C^T (n, m) = B^T A^T
-        if b.flags.c_contiguous:
-            opb, ldb = blas.CUBLAS_OP_N, n
-        elif b.flags.f_contiguous:
-            opb, ldb = blas.CUBLAS_OP_T, k
-        else:
+        if not (a._c_contiguous or a._f_contiguous) or not (b._c_contiguous or b._f_contiguous):
             return None
-        if a.flags.c_contiguous:
-            opa, lda = blas.CUBLAS_OP_N, k
-        elif a.flags.f_contiguous:
-            opa, lda = blas.CUBLAS_OP_T, m
-        else:
-            return None
-        out = self.xp.empty((m, n), dtype=a.dtype)
-        alpha, beta = scalars[ch]
-        handle = self.xp.cuda.device.get_cublas_handle()
-        blas.setPointerMode(handle, blas.CUBLAS_POINTER_MODE_HOST)
-        (blas.sgemm if ch == "f" else blas.dgemm)(
-            handle, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr, lda, beta,
-            out.data.ptr, n)
-        return out
+        return self._blas.matmul(a, b, self.xp.empty((m, n), dtype=a.dtype), self._stream().ptr)
 
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
@@ -324,8 +306,10 @@ class CudaBackend(ArrayBackend):
         bias_arr = self._contig(bias) if has_bias else z
         v = self._vec(z, z, y, bias_arr, ncols=ncols)
         u = self.epilogue_unroll
-        fn = self.kernels.bias_act(self._ct[z.dtype.char], row.code, has_bias, write_z, v, u)
-        fn(self.kernels.grid_1d(n, v, u), (BLOCK,), (z, bias_arr, y, self._i64(n), self._i64(ncols)))
+        fn = self.kernels.bias_act(self._ct[z.dtype.char], self._code[row.name], has_bias, write_z,
+                                   v, u)
+        fn(self.kernels.grid_1d(n, v, u), (BLOCK, 1),
+           (z.data.ptr, bias_arr.data.ptr, y.data.ptr, n, ncols), self._stream().ptr)
         return y
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
@@ -333,7 +317,7 @@ class CudaBackend(ArrayBackend):
         ct = self._ct.get(dy.dtype.char)
         if ct is None or s.dtype != dy.dtype:
             return super().act_backward(act, dy, s, y, bias_grad)
-        code = ACT[act].code
+        code = self._code[act]
         dy, s = self._contig(dy), self._contig(s)
         if s.shape != dy.shape:
             s = xp.ascontiguousarray(xp.broadcast_to(s, dy.shape))
@@ -343,8 +327,9 @@ class CudaBackend(ArrayBackend):
         if not bias_grad or n == 0 or self.bias_grad == "sum":
             if n:
                 v, u = self._vec(dz, dy, s, dz), self.unroll
-                k = self.kernels.bwd(ct, code, v, u)
-                k(self.kernels.grid_1d(n, v, u), (BLOCK,), (dy, s, dz, self._i64(n)))
+                self.kernels.bwd(ct, code, v, u)(
+                    self.kernels.grid_1d(n, v, u), (BLOCK, 1),
+                    (dy.data.ptr, s.data.ptr, dz.data.ptr, n), self._stream().ptr)
             return dz, (self._colsum(dz) if bias_grad else None)
         # fused: dz and the per-block partial column sums in one pass
         rows = n // ncols
@@ -367,7 +352,8 @@ class CudaBackend(ArrayBackend):
         gy = max(1, min(gy, -(-rows // by), 65535))
         acc = xp.float64 if dz.dtype == xp.float64 else xp.float32
         partial = xp.empty((gy, ncols), dtype=acc)
-        fn((gx, gy), (bx, by), (dy, s, dz, partial, self._i64(rows), self._i64(ncv)))
+        fn((gx, gy), (bx, by), (dy.data.ptr, s.data.ptr, dz.data.ptr, partial.data.ptr, rows, ncv),
+           self._stream().ptr)
         db = partial[0] if gy == 1 else partial.sum(axis=0)
         return dz, db.astype(dz.dtype, copy=False)
 
@@ -406,6 +392,6 @@ class CudaBackend(ArrayBackend):
         vals = src.reshape(-1)[keyed % m]
         keys = keyed // m
         out = xp.zeros(shape, dtype=src.dtype)
-        fn = self.kernels.seg_sum(ct)
-        fn((max(1, -(-m // BLOCK)),), (BLOCK,), (keys, vals, out, self._i64(m)))
+        self.kernels.seg_sum(ct)((max(1, -(-m // BLOCK)), 1), (BLOCK, 1),
+                                 (keys.data.ptr, vals.data.ptr, out.data.ptr, m), self._stream().ptr)
         return out

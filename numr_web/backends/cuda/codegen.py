@@ -65,7 +65,7 @@ def _dispatch(fn):
         kw = "if constexpr" if i == 0 else "else if constexpr"
         lines.append(f"    {kw} (A == {act.code}) return act_{act.name}_{fn}({_ARGS[fn]});")
     lines.append(f'    else {{ static_assert(A >= 0 && A < NUMR_N_ACT, "no such activation row"); '
-                 f"return C(0); }}")
+                 "return C(0); }")
     lines.append("}")
     return "\n".join(lines)
 
