@@ -21,27 +21,43 @@ SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppq
 
 
 class Launch:
-    """One compiled kernel with its argument buffer bound once."""
+    """One compiled kernel (a cupy RawKernel) with its argument buffer bound once."""
     __slots__ = ("fn", "ptr", "vals", "params", "pp", "lock", "driver")
 
     def __init__(self, fn, sig, driver):
-        self.fn, self.ptr, self.driver = fn, fn.ptr, driver   # fn keeps its module loaded
+        self.fn, self.driver = fn, driver                     # fn keeps its module loaded
+        self.ptr = getattr(fn, "kernel", fn).ptr              # the CUfunction
         self.vals = [_CTYPES[c]() for c in sig]
         self.params = (ctypes.c_void_p * len(sig))(*[ctypes.addressof(v) for v in self.vals])
         self.pp = ctypes.addressof(self.params)
         self.lock = threading.Lock()                          # one buffer: one launch at a time
 
     def __call__(self, grid, block, args, stream):
+        """args: ints (pointers, int64) and floats (double), in the kernel's parameter order."""
+        if self.driver is None:       # no driver entry point: CuPy's launch (same arguments:
+            self.fn(grid, block, tuple(args))   # Python ints travel as 8-byte values)
+            return
         with self.lock:
             for v, a in zip(self.vals, args):
                 v.value = a
             self.driver.launchKernel(self.ptr, grid[0], grid[1], 1, block[0], block[1], 1, 0,
                                      stream, self.pp, 0)
 
+    def argument_values(self):
+        """What the bound buffer holds now, read through the pointer array (tests)."""
+        out = []
+        for i, v in enumerate(self.vals):
+            out.append(type(v).from_address(self.params[i]).value)
+        return out
+
 
 class Kernels:
     def __init__(self, cupy):
-        from cupy_backends.cuda.api import driver
+        try:
+            from cupy_backends.cuda.api import driver
+            driver = driver if callable(getattr(driver, "launchKernel", None)) else None
+        except ImportError:
+            driver = None
         self._cp = cupy
         self._driver = driver
         self._fns = {}          # name expression -> cupy Function
