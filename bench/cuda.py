@@ -413,7 +413,8 @@ def markdown(res, cmd):
                   f"differences vs torch y {c['y_rel']:.1e}, dX {c['dx_rel']:.1e}, dW {c['dw_rel']:.1e}, "
                   f"dbias {c['dbias_rel']:.1e}.", ""]
     if B:
-        lines += [f"### Fused activation backward (GELU), {B['elements']} = 2^28 float32 elements "
+        lines += [f"### Fused activation backward (GELU), {B['elements']} = "
+                  f"2^{B['elements'].bit_length() - 1} float32 elements "
                   f"({B['shape'][0]}x{B['shape'][1]})", "",
                   "Effective bandwidth counts dy and the saved tensor read and dz written (12 bytes an "
                   "element); copies count read + write.", "",

@@ -189,6 +189,11 @@ class _Graph:
         be = self.be
         tensors, dicts = _snapshot(be)
         rng_state = _default_rng.getstate()
+        seen = set()
+        for t, data, _ in tensors:               # build the copy kernels before recording
+            if t.dtype not in seen:
+                seen.add(t.dtype)
+                be.assign(data, data)
         rec = Recording(be)
         try:
             rec.begin()

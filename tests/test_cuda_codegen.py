@@ -175,3 +175,72 @@ def test_generated_formulas_on_the_host(tmp_path, ctype, eps):
                            axis=0)
             bad = np.abs(g[m] - want) > 8 * eps * np.maximum(scale, 1e-300) + 1e-30
             assert not bad.any(), (name, order, z[m][bad], g[m][bad], want[bad])
+
+
+# -- launch and GEMM plumbing, against fakes of the driver and of cuBLAS --------------------------------
+def test_launch_binds_the_arguments_once():
+    from numr_web.backends.cuda.launch import SIGNATURES, Launch
+    calls = []
+
+    class Driver:
+        @staticmethod
+        def launchKernel(*a):
+            calls.append(a)
+
+    class Raw:
+        kernel = type("F", (), {"ptr": 99})()
+    lau = Launch(Raw(), SIGNATURES["bwd_db"], Driver)
+    for args in [(1 << 40, 2 << 40, 3 << 40, 4 << 40, 7, 9), (5, 6, 7, 8, 2 ** 40, 0)]:
+        lau((3, 2), (32, 8), args, 1234)
+        assert lau.argument_values() == [a if a else None for a in args[:4]] + list(args[4:])
+        f, gx, gy, gz, bx, by, bz, smem, stream, params, extra = calls[-1]
+        assert (f, gx, gy, gz, bx, by, bz, smem, stream, extra) == (99, 3, 2, 1, 32, 8, 1, 0, 1234, 0)
+        assert params == lau.pp
+    assert SIGNATURES["ews"][1] == "d"
+
+
+class _Buf:
+    """A fake device array: numpy memory, a pointer into a registry, cupy's layout flags."""
+    mem = {}
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.shape, self.dtype = arr.shape, arr.dtype
+        self._c_contiguous, self._f_contiguous = arr.flags.c_contiguous, arr.flags.f_contiguous
+        ptr = 4096 * (len(_Buf.mem) + 1)
+        _Buf.mem[ptr] = arr
+        self.data = type("M", (), {"ptr": ptr})()
+
+
+def _col(ptr, rows, cols, ld):
+    """The column-major rows x cols matrix with leading dimension ld at ptr (raw memory order)."""
+    flat = np.ravel(_Buf.mem[ptr], order="K")
+    return np.stack([flat[j * ld:j * ld + rows] for j in range(cols)], axis=1)
+
+
+def test_gemm_layouts_map_to_cublas_flags():
+    """blas.Blas.matmul through a fake cuBLAS that computes with column-major semantics: the
+    transpose flags and leading dimensions give a @ b for every layout of the operands."""
+    import ctypes
+    from numr_web.backends.cuda import blas as B
+
+    def sgemm(h, ta, tb, m, n, k, alpha, A, lda, Bp, ldb, beta, C, ldc):
+        opa = _col(A, m, k, lda) if ta == 0 else _col(A, k, m, lda).T
+        opb = _col(Bp, k, n, ldb) if tb == 0 else _col(Bp, n, k, ldb).T
+        c = opa @ opb
+        out = np.ravel(_Buf.mem[C], order="K")
+        for j in range(n):
+            out[j * ldc:j * ldc + m] = c[:, j]
+        return 0
+    blas = B.Blas.__new__(B.Blas)
+    blas.lib = type("L", (), {"cublasSetStream_v2": staticmethod(lambda h, s: 0)})()
+    blas.handle = ctypes.c_void_p()
+    blas._ptrs = {"f": (0, 0), "d": (0, 0)}
+    blas._gemm = {"f": sgemm, "d": sgemm}
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
+    for a in (a0, np.asfortranarray(a0)):
+        for b in (b0, np.asfortranarray(b0)):
+            out = np.zeros((5, 4))
+            blas.matmul(_Buf(a), _Buf(b), _Buf(out), 0)
+            np.testing.assert_allclose(out, a0 @ b0, rtol=1e-14)
