@@ -5,7 +5,8 @@
     codegen.py   inserts the per-activation functions and dispatch GENERATED from the activation
                  table (numr_web/ops/activations.py); needs neither cupy nor a GPU
     launch.py    compiles each kernel family once (NVRTC via cupy.RawModule) and launches the
-                 pre-bound kernels
+                 kernels with argument buffers bound once (cuLaunchKernel through CuPy's driver API)
+    blas.py      2-D GEMMs through cuBLAS on numr's own handle and workspace (recordable in graphs)
     backend.py   CudaBackend: the Backend interface on ArrayBackend (cupy) plus those kernels
     graphs.py    recording a step into a CUDA graph (used by nr.capture, numr_web/capture.py)
 
