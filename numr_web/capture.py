@@ -126,6 +126,8 @@ def _snapshot(be):
         if isinstance(o, Tensor) and o._backend is be:
             tensors.append((o, o._data, o._grad))
             own.add(id(o.__dict__))          # a tensor's own attributes: tracked above
+        elif isinstance(o, (_Graph, Captured)):
+            own.add(id(o.__dict__))          # capture's own bookkeeping is not the step's state
     for o in objects:
         if type(o) is dict or (isinstance(o, dict) and id(o) not in own):
             if id(o) in own:
