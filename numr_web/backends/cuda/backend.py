@@ -74,8 +74,11 @@ class CudaBackend(ArrayBackend):
         self._oom = cupy.cuda.memory.OutOfMemoryError
         try:
             self._blas = Blas(cupy, numpy)
-        except Exception:           # cuBLAS not reachable directly: cupy.matmul does every GEMM
+            self._blas_why = "cuBLAS called directly (recordable in CUDA graphs)"
+        except Exception as e:      # cuBLAS not reachable directly: cupy.matmul does every GEMM
             self._blas = None
+            self._blas_why = (f"cupy.matmul (direct cuBLAS unavailable: {type(e).__name__}: {e}; "
+                              "steps with GEMMs cannot be captured)")
         self.capturing = False        # set by graphs.py while a step is being recorded
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
@@ -107,7 +110,7 @@ class CudaBackend(ArrayBackend):
                 "compute capability": f"{props['major']}.{props['minor']}",
                 "multiprocessors": props["multiProcessorCount"],
                 "tf32": "on" if self.tf32 else "off (NUMR_CUDA_TF32=1 to opt in)",
-                "step capture": "CUDA graphs (nr.capture)"}
+                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why}
 
     @property
     def tf32(self):
