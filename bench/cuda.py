@@ -1,14 +1,17 @@
-"""The cuda device side by side with PyTorch on the same GPU, in one run:
+"""The cuda device side by side with PyTorch on the same GPU, in one run, printing a table of ratios:
 
-  1. Linear + bias + GELU forward + backward, M x K x N = 8192 x 4096 x 4096 float32 (TF32 off in
-     both): numr (cuBLAS through CuPy + our fused epilogue / activation-backward kernels) against
-     torch (F.linear + F.gelu + autograd.grad); plus the bare three cuBLAS GEMMs as the floor;
-  2. fused activation-backward effective bandwidth at 2^28 elements (bytes: dy + saved read, dz
-     written), variants of vector width / vectors per thread / streaming hints, the fused bias
-     gradient, against torch's gelu_backward and a device-to-device copy (the ceiling);
-  3. per-op overhead on small tensors, numr eager against torch eager (ratio).
+  1. per-op overhead on 16x16 tensors (add / gelu / matmul / linear_gelu ...), numr eager against
+     torch eager (wall clock per op, synchronised at the end of each batch of ops);
+  2. fused activation-backward effective bandwidth at 2^28 elements (dy and the saved tensor read,
+     dz written), with and without the fused bias gradient, against torch's gelu_backward and a
+     device-to-device copy (the ceiling);
+  3. one training step of the digits MLP (64 -> 128 -> 128 -> 10, GELU, SGD with momentum, batch
+     64, cross-entropy): numr recorded once with nr.capture (a CUDA graph) and numr eager, against
+     torch eager;
+  4. (--only linear) Linear + bias + GELU forward + backward, 8192 x 4096 x 4096 float32 (TF32 off
+     in both).
 
-CUDA events, warm-ups, medians. Results: JSON + a markdown section (--out DIR).
+CUDA events or wall clock as noted, warm-ups, medians. Results: JSON + a markdown section (--out DIR).
 
     PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT
 """
@@ -194,37 +197,41 @@ def bench_bandwidth(be, n, reps, res):
     ref = torch.ops.aten.gelu_backward(tdy, tz)
     del tdst
     # our fused kernel, variants: (vector bytes, vectors per thread, streaming hints)
-    saved = (be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm)
-    for vb, u, cs in [(16, 1, False), (16, 2, False), (16, 4, False), (16, 8, False), (16, 4, True),
-                      (32, 1, False), (32, 2, False), (32, 4, False)]:
-        be.vec_bytes, be.unroll, be.streaming = vb, u, cs
-        key = f"numr_ew_v{vb}B_u{u}{'_cs' if cs else ''}"
+    saved = (be.vec_bytes, be.unroll, be.bias_grad, be.db_blocks_per_sm)
+    for vb, u in [(16, 2), (16, 4), (16, 8), (32, 2), (32, 4)]:
+        be.vec_bytes, be.unroll = vb, u
+        key = f"numr_ew_v{vb}B_u{u}"
         try:
-            dz, _ = be.act_backward("gelu", dy, None, z, False)
+            dz, _ = be.act_backward("gelu", dy, z, None, False)
             err = float(cp.abs(dz - cp.from_dlpack(ref)).max())
             del dz
-            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, False), reps)
+            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, z, None, False), reps)
             out[key] = {"ms": ms, "TBps": nbytes / ms / 1e9, "max_abs_diff_vs_torch": err}
         except Exception as e:  # a variant that fails to build is reported, not fatal
             out[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
     # with the bias gradient: fused partial sums (U 1/2/4) vs a separate cupy column sum
-    for u, bps in [(2, 0), (4, 0), (8, 0), (2, 8), (4, 8), (8, 8), (4, 16)]:
-        be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = 16, u, False, "fused", bps
+    for u, bps in [(4, 0), (2, 8), (4, 8), (4, 16)]:
+        be.vec_bytes, be.unroll, be.bias_grad, be.db_blocks_per_sm = 16, u, "fused", bps
         key = f"numr_dbias_fused_u{u}_" + (f"{bps}blocks_per_sm" if bps else "one_wave")
         try:
-            _, db = be.act_backward("gelu", dy, None, z, True)
+            _, db = be.act_backward("gelu", dy, z, None, True)
             err = float(cp.abs(db - cp.from_dlpack(ref).sum(0)).max() / cp.abs(cp.from_dlpack(ref)).sum(0).max())
-            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, True), reps)
+            ms, _ = cp_time(lambda: be.act_backward("gelu", dy, z, None, True), reps)
             out[key] = {"ms": ms, "TBps": nbytes / ms / 1e9, "db_rel_err": err}
         except Exception as e:
             out[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
     res["resident_blocks"] = {str(k): v for k, v in be._resident.items()}
-    be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = 16, saved[1], saved[2], "sum", 0
-    ms, _ = cp_time(lambda: be.act_backward("gelu", dy, None, z, True), reps)
+    be.vec_bytes, be.unroll, be.bias_grad, be.db_blocks_per_sm = 16, saved[1], "sum", 0
+    ms, _ = cp_time(lambda: be.act_backward("gelu", dy, z, None, True), reps)
     out["numr_dbias_ew_plus_cupy_sum"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
     ms, _ = th_time(lambda: (torch.ops.aten.gelu_backward(tdy, tz).sum(0)), reps)
     out["torch_gelu_backward_plus_sum"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
-    be.vec_bytes, be.unroll, be.streaming, be.bias_grad, be.db_blocks_per_sm = saved
+    be.vec_bytes, be.unroll, be.bias_grad, be.db_blocks_per_sm = saved
+    # the shipped defaults, once more (the figure the summary quotes)
+    ms, _ = cp_time(lambda: be.act_backward("gelu", dy, z, None, False), reps)
+    out["numr_default"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
+    ms, _ = cp_time(lambda: be.act_backward("gelu", dy, z, None, True), reps)
+    out["numr_default_with_dbias"] = {"ms": ms, "TBps": nbytes / ms / 1e9}
     # forward epilogue (bias + gelu, z kept): reads z, writes z and y
     bias = rng.standard_normal(cols, dtype=cp.float32)
     zz = z.copy()
@@ -232,7 +239,7 @@ def bench_bandwidth(be, n, reps, res):
     saved_u = be.epilogue_unroll
     for u in (1, 2, 4, 8):
         be.epilogue_unroll = u
-        ms, _ = cp_time(lambda: be._bias_act(zz, bias, yy, "gelu"), reps)
+        ms, _ = cp_time(lambda: be._bias_act(zz, bias, yy, nr.ACT["gelu"], True), reps)
         out[f"numr_bias_gelu_epilogue_u{u}"] = {"ms": ms, "TBps": 3 * 4 * n / ms / 1e9}
     be.epilogue_unroll = saved_u
     ms, _ = th_time(lambda: F.gelu(tz + torch.from_dlpack(bias)), reps)
@@ -285,6 +292,101 @@ def bench_overhead(iters, res):
     res["overhead_16x16"] = out
 
 
+def bench_capture(steps, res):
+    """The digits MLP's training step: numr captured (CUDA graph), numr eager, torch eager."""
+    from numr_web import nn
+    from numr_web.data import digits_split
+    B, H = 64, 128
+    x_train, y_train, _, _ = digits_split(device="cuda")
+    nb = x_train.shape[0] // B
+    xs = [x_train[i * B:(i + 1) * B].contiguous() for i in range(nb)]
+    ys = [y_train[i * B:(i + 1) * B].contiguous() for i in range(nb)]
+
+    def numr_step_fn():
+        model = nn.MLP([64, H, H, 10], activation="gelu", device="cuda", seed=0)
+        opt = nn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = nr.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(64, H), torch.nn.GELU(), torch.nn.Linear(H, H),
+                             torch.nn.GELU(), torch.nn.Linear(H, 10)).cuda()
+    topt = torch.optim.SGD(tm.parameters(), lr=0.05, momentum=0.9)
+    txs = [torch.from_dlpack(x).clone() for x in xs]
+    tys = [torch.from_dlpack(y).clone().long() for y in ys]
+
+    def torch_step(x, y):
+        topt.zero_grad()
+        loss = F.cross_entropy(tm(x), y)
+        loss.backward()
+        topt.step()
+        return loss
+
+    def per_step(step, xs_, ys_, sync):
+        for i in range(20):
+            step(xs_[i % nb], ys_[i % nb])
+        sync()
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for i in range(steps):
+                step(xs_[i % nb], ys_[i % nb])
+            sync()
+            ts.append((time.perf_counter() - t0) / steps * 1e6)
+        return statistics.median(ts)
+
+    cs, ts_ = cp.cuda.Device().synchronize, torch.cuda.synchronize
+    captured = nr.capture(numr_step_fn())
+    eager = numr_step_fn()
+    # the same losses, eager and captured, over the first steps (same model, same batches)
+    ref_eager, ref_cap = numr_step_fn(), nr.capture(numr_step_fn())
+    le = [float(ref_eager(xs[i], ys[i]).numpy()) for i in range(10)]
+    lc = [float(ref_cap(xs[i], ys[i]).numpy()) for i in range(10)]
+    out = {"batch": B, "sizes": [64, H, H, 10], "optimizer": "SGD momentum 0.9",
+           "max_loss_diff_eager_vs_captured": max(abs(a - b) for a, b in zip(le, lc)),
+           "graphs": len(ref_cap.graphs), "eager_fallbacks": dict((str(k), v) for k, v in ref_cap.eager.items())}
+    out["numr_captured_us"] = per_step(captured, xs, ys, cs)
+    out["numr_eager_us"] = per_step(eager, xs, ys, cs)
+    out["torch_eager_us"] = per_step(torch_step, txs, tys, ts_)
+    out["torch_over_captured"] = out["torch_eager_us"] / out["numr_captured_us"]
+    out["numr_eager_over_torch"] = out["numr_eager_us"] / out["torch_eager_us"]
+    res["capture_digits_mlp"] = out
+
+
+def summary(res):
+    """One table of ratios: what each target asks, what this run measured."""
+    rows = []
+    O = res.get("overhead_16x16", {})
+    for k in ("add", "gelu", "matmul", "linear_gelu"):
+        if k in O:
+            rows.append((f"per-op overhead 16x16 {k}: numr / torch eager", O[k]["ratio"], "<= 1.2"))
+    B = res.get("bandwidth", {})
+    if "numr_default" in B:
+        t = B["torch_gelu_backward"]["TBps"]
+        rows.append(("fused GELU act-backward bandwidth: numr / torch gelu_backward",
+                     B["numr_default"]["TBps"] / t, ">= 1.0"))
+        rows.append(("  with the bias gradient in the same pass: numr / torch gelu_backward + sum",
+                     B["numr_default_with_dbias"]["TBps"] / B["torch_gelu_backward_plus_sum"]["TBps"],
+                     ">= 1.0"))
+    C = res.get("capture_digits_mlp", {})
+    if C:
+        rows.append(("digits-MLP step: torch eager / numr captured (speed-up)", C["torch_over_captured"],
+                     ">= 2"))
+        rows.append(("digits-MLP step: numr eager / torch eager", C["numr_eager_over_torch"], ""))
+    L = res.get("linear", {})
+    if L:
+        rows.append(("Linear+GELU fwd+bwd 8192x4096x4096: numr / torch time", L["ratio"], "<= 1.0"))
+    lines = ["| figure | ratio | target |", "|---|---:|---|"]
+    lines += [f"| {a} | {b:.2f} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
 def markdown(res, cmd):
     L, B, O = res.get("linear", {}), res.get("bandwidth", {}), res.get("overhead_16x16", {})
     K_ = res.get("knobs", {})
@@ -311,7 +413,8 @@ def markdown(res, cmd):
                   f"differences vs torch y {c['y_rel']:.1e}, dX {c['dx_rel']:.1e}, dW {c['dw_rel']:.1e}, "
                   f"dbias {c['dbias_rel']:.1e}.", ""]
     if B:
-        lines += [f"### Fused activation backward (GELU), {B['elements']} = 2^28 float32 elements "
+        lines += [f"### Fused activation backward (GELU), {B['elements']} = "
+                  f"2^{B['elements'].bit_length() - 1} float32 elements "
                   f"({B['shape'][0]}x{B['shape'][1]})", "",
                   "Effective bandwidth counts dy and the saved tensor read and dz written (12 bytes an "
                   "element); copies count read + write.", "",
@@ -323,6 +426,17 @@ def markdown(res, cmd):
                 else:
                     lines.append(f"| {k} | {v['ms']:.3f} | {v['TBps']:.2f} |")
         lines.append("")
+    C = res.get("capture_digits_mlp", {})
+    if C:
+        lines += ["### Digits MLP training step (64-128-128-10, GELU, SGD momentum, batch 64; wall clock "
+                  "per step)", "",
+                  "| | us per step |", "|---|---:|",
+                  f"| numr, nr.capture (one CUDA graph launch) | {C['numr_captured_us']:.1f} |",
+                  f"| numr eager | {C['numr_eager_us']:.1f} |",
+                  f"| torch eager | {C['torch_eager_us']:.1f} |", "",
+                  f"Captured vs eager numr losses over 10 steps: max difference "
+                  f"{C['max_loss_diff_eager_vs_captured']:.1e} ({C['graphs']} graph, eager fallbacks: "
+                  f"{C['eager_fallbacks'] or 'none'}).", ""]
     if O:
         lines += ["### Per-op overhead, 16x16 float32 tensors (eager, wall clock per op)", "",
                   "| op | numr us | torch us | cupy us | numr / torch |", "|---|---:|---:|---:|---:|"]
@@ -330,6 +444,7 @@ def markdown(res, cmd):
             cu = f"{v['cupy_us']:.1f}" if "cupy_us" in v else "-"
             lines.append(f"| {k} | {v['numr_us']:.1f} | {v['torch_us']:.1f} | {cu} | {v['ratio']:.2f} |")
         lines.append("")
+    lines += ["### Ratios", "", summary(res), ""]
     return "\n".join(lines)
 
 
@@ -339,10 +454,11 @@ def main():
     p.add_argument("--k", type=int, default=4096)
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--elements", type=int, default=2 ** 28)
-    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--only", default="linear,bandwidth,overhead")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--only", default="overhead,bandwidth,capture,linear")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     be = nr.backends.get_backend("cuda")
@@ -351,19 +467,26 @@ def main():
            "gpu": props["name"].decode(), "cupy": cp.__version__, "torch": torch.__version__,
            "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "backend": be.info(),
            "knobs": {"vec_bytes": be.vec_bytes, "unroll": be.unroll,
-                     "epilogue_unroll": be.epilogue_unroll, "streaming": be.streaming,
+                     "epilogue_unroll": be.epilogue_unroll,
                      "bias_grad": be.bias_grad, "db_blocks_per_sm": be.db_blocks_per_sm}}
     only = a.only.split(",")
     t0 = time.time()
-    if "linear" in only:
-        bench_linear(be, a.m, a.k, a.n, a.rounds, a.reps, res)
-        print("linear", json.dumps(res["linear"]), json.dumps(res["linear_check"]), flush=True)
-    if "bandwidth" in only:
-        bench_bandwidth(be, a.elements, max(a.reps, 20), res)
-        print("bandwidth", json.dumps(res["bandwidth"]), flush=True)
-    if "overhead" in only:
-        bench_overhead(a.iters, res)
-        print("overhead", json.dumps(res["overhead_16x16"]), flush=True)
+    sections = {
+        "overhead": (lambda: bench_overhead(a.iters, res), "overhead_16x16"),
+        "capture": (lambda: bench_capture(a.steps, res), "capture_digits_mlp"),
+        "bandwidth": (lambda: bench_bandwidth(be, a.elements, max(a.reps, 20), res), "bandwidth"),
+        "linear": (lambda: bench_linear(be, a.m, a.k, a.n, a.rounds, a.reps, res), "linear"),
+    }
+    for name, (run, key) in sections.items():
+        if name not in only:
+            continue
+        try:
+            run()
+            print(name, json.dumps(res[key]), flush=True)
+        except Exception:              # one failing section must not lose the others
+            import traceback
+            res[f"{name}_error"] = traceback.format_exc()
+            print(f"{name} FAILED:\n{res[f'{name}_error']}", flush=True)
     res["bench_seconds"] = time.time() - t0
     cmd = "PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT"
     md = markdown(res, cmd)

@@ -34,6 +34,7 @@ from .ops.normalization import dropout, layer_norm, manual_seed, rms_norm
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
 from .serialization import load, save, save_bytes, save_bytes_async
+from .capture import capture
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)

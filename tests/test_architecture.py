@@ -77,7 +77,8 @@ def test_activation_table_is_complete():
                 assert getattr(code, fn) is not None, (name, lang, fn)
 
 
-@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+@pytest.mark.parametrize("device", ["cpu", "webgpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not nr.backends.probe("cuda")[0], reason=f"cuda: {nr.backends.probe('cuda')[1]}"))])
 def test_every_backend_covers_the_vocabulary(device):
     be = nr.get_backend(device)
     for family in KERNEL_FAMILIES:

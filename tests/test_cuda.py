@@ -1,6 +1,10 @@
-"""cuda-specific tests: the fused CUDA kernels against the ACT table's numpy formulas (|x| up to 1e4),
-the fused GEMM epilogue and activation backward (with the bias gradient), DLPack zero-copy with torch
-and cupy, the TF32 opt-in (off by default), and the error when CUDA is missing.
+"""cuda-specific tests: the generated CUDA activation kernels against the table's numpy formulas in
+float64 (|x| up to 1e4; the CUDA formulas themselves are checked against mpmath closed forms in
+tests/test_cuda_codegen.py), the fused GEMM epilogue and activation backward (with the bias
+gradient), the raw binary kernels (bit-exact against numpy), float16 computed in float32 and rounded
+once, the deterministic scatter-add, typed errors for sizes and deferred checks (the CUDA context
+stays usable), DLPack zero-copy with torch and cupy, the TF32 opt-in (off by default), and the error
+when CUDA is missing.
 
 The first group runs everywhere (no GPU needed); the rest is skipped with the probe's reason where
 there is no usable CUDA device."""
@@ -12,8 +16,7 @@ import numpy as np
 import pytest
 
 import numr_web as nr
-from numr_web.backends import cuda_kernels as K
-from numr_web.backends.cupy_backend import CupyBackend
+from numr_web.backends.cuda.backend import CudaBackend
 from numr_web.ops.activations import ACT
 
 OK, WHY = nr.backends.probe("cuda")
@@ -33,7 +36,7 @@ def test_cuda_probe_without_cupy(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    ok, why = CupyBackend.probe()
+    ok, why = CudaBackend.probe()
     assert not ok and "cupy is not installed" in why and "numr-web[cuda]" in why
 
 
@@ -42,7 +45,7 @@ def test_cuda_probe_without_gpu(monkeypatch):
     fake.__version__ = "0.0-fake"
     fake.cuda = types.SimpleNamespace(is_available=lambda: False)
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    ok, why = CupyBackend.probe()
+    ok, why = CudaBackend.probe()
     assert not ok and "no CUDA driver or GPU" in why
 
 
@@ -54,7 +57,7 @@ def test_cuda_probe_runtime_error_does_not_raise(monkeypatch):
     fake.cuda = types.SimpleNamespace(is_available=lambda: True,
                                       runtime=types.SimpleNamespace(getDeviceCount=boom))
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    ok, why = CupyBackend.probe()
+    ok, why = CudaBackend.probe()
     assert not ok and "cudaErrorInsufficientDriver" in why
 
 
@@ -64,10 +67,6 @@ def test_cuda_unavailable_raises_with_reason():
     with pytest.raises(nr.BackendUnavailableError) as e:
         nr.zeros((2,), device="cuda")
     assert WHY in str(e.value) and "cuda" in str(e.value)
-
-
-def test_cuda_kernel_codes_match_act_table():
-    assert K.CODES == {name: a.code for name, a in ACT.items()}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -97,20 +96,29 @@ def _close(got, want, dtype, scale=1.0):
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=t["rtol"], atol=t["atol"] * scale)
 
 
+def _np_fn(act, fn):
+    a = ACT[act]
+    if fn == "ds" and a.saves == "z":
+        fn = "d2"                                  # d/ds of act'(s) for rows that save z
+    f = getattr(a.np, fn)
+    return (lambda x: f(np, x.copy())) if fn == "fwd" else (lambda x: f(np, x))
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize("act", ACTS)
-@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("fn", ["fwd", "dz", "d2", "ds"])
 @pytest.mark.parametrize("n", [4099, 3])                     # vector body + scalar tail; tail only
-def test_cuda_activation_kernel_vs_numpy(be, act, order, dtype, n):
+def test_cuda_activation_kernel_vs_numpy(be, act, fn, dtype, n):
     cp = be.xp
     x = _x(n, dtype)
+    if fn == "ds" and ACT[act].saves == "y":                 # ds reads the saved output y
+        x = ACT[act].np.fwd(np, x.astype(np.float64)).astype(dtype)
     x64 = x.astype(np.float64)
-    a = ACT[act]
-    want = a.fwd(np, x64.copy()) if order == 0 else (a.dz if order == 1 else a.d2)(np, x64)
-    got = be.activation(act, cp.asarray(x), order)
+    want = _np_fn(act, fn)(x64)
+    got = be.activation(act, cp.asarray(x), fn)
     assert got.dtype == x.dtype and got.shape == x.shape
-    _close(cp.asnumpy(got), want, dtype, scale=10 if order == 2 else 1)
+    _close(cp.asnumpy(got), want, dtype, scale=10 if fn in ("d2", "ds") else 1)
     assert not np.isnan(cp.asnumpy(got)).any()
 
 
@@ -119,19 +127,16 @@ def test_cuda_activation_misaligned_and_strided(be):
     cp = be.xp
     x = cp.asarray(_x(4096 + 1, np.float32))[1:]                # 4-byte offset: scalar path
     assert x.data.ptr % 16
-    _close(cp.asnumpy(be.activation("gelu", x)), ACT["gelu"].fwd(np, cp.asnumpy(x).astype(np.float64)),
-           np.float32)
+    _close(cp.asnumpy(be.activation("gelu", x)),
+           ACT["gelu"].np.fwd(np, cp.asnumpy(x).astype(np.float64)), np.float32)
     xt = cp.asarray(_x(64 * 33, np.float32).reshape(64, 33)).T  # non-contiguous
     _close(cp.asnumpy(be.activation("silu", xt)),
-           ACT["silu"].fwd(np, cp.asnumpy(xt).astype(np.float64)), np.float32)
+           ACT["silu"].np.fwd(np, cp.asnumpy(xt).astype(np.float64)), np.float32)
 
 
 def _ref_backward(act, dy, s):
     """dz from float64 copies of the exact inputs the kernel saw (s = y or z per the table)."""
-    a = ACT[act]
-    if a.saves == "z":
-        return dy * a.dz(np, s)
-    return a.d1(np, dy, s, None)
+    return ACT[act].np.d1(np, dy, s, None)
 
 
 @needs_cuda
@@ -144,17 +149,17 @@ def test_cuda_act_backward_vs_numpy(be, act, dtype, shape, mode, monkeypatch):
     cp = be.xp
     n = int(np.prod(shape))
     z = _x(n, dtype, seed=1).reshape(shape)
-    y = ACT[act].fwd(np, z.astype(np.float64)).astype(dtype)
+    y = ACT[act].np.fwd(np, z.astype(np.float64)).astype(dtype)
     dy = np.random.default_rng(2).standard_normal(shape).astype(dtype)
     s = z if ACT[act].saves == "z" else y
     want = _ref_backward(act, dy.astype(np.float64), s.astype(np.float64))
-    dz, db = be.act_backward(act, cp.asarray(dy), cp.asarray(y), cp.asarray(z), True)
+    dz, db = be.act_backward(act, cp.asarray(dy), cp.asarray(s), None, True)
     assert dz.dtype == dtype and dz.shape == shape and db.shape == shape[-1:] and db.dtype == dtype
     _close(cp.asnumpy(dz), want, dtype)
     wdb = want.reshape(-1, shape[-1]).sum(0)
     scale = np.abs(want).reshape(-1, shape[-1]).sum(0).max() + 1
     _close(cp.asnumpy(db), wdb, dtype, scale=scale)
-    dz2, none = be.act_backward(act, cp.asarray(dy), cp.asarray(y), cp.asarray(z), False)
+    dz2, none = be.act_backward(act, cp.asarray(dy), cp.asarray(s), None, False)
     assert none is None
     np.testing.assert_array_equal(cp.asnumpy(dz2), cp.asnumpy(dz))
 
@@ -173,7 +178,7 @@ def test_cuda_gemm_bias_act_vs_numpy(be, act, dtype, with_bias):
     z64 = cp.asnumpy(cp.matmul(cp.asarray(a), cp.asarray(b))).astype(np.float64)
     if with_bias:
         z64 = z64 + bias.astype(np.float64)
-    want = ACT[act].fwd(np, z64.copy())
+    want = ACT[act].np.fwd(np, z64.copy())
     scale = 30 if dtype == np.float16 else 1
     _close(cp.asnumpy(y), want, dtype, scale=scale)
     if ACT[act].saves == "z":
@@ -205,7 +210,7 @@ def test_cuda_fused_layer_matches_cpu(act):
                                    dict(unroll=4, db_blocks_per_sm=0, epilogue_unroll=4),
                                    dict(unroll=8, db_blocks_per_sm=8, epilogue_unroll=2),
                                    dict(unroll=1, db_blocks_per_sm=1, epilogue_unroll=8, vec_bytes=32),
-                                   dict(unroll=2, streaming=True, vec_bytes=16)])
+                                   dict(unroll=2, vec_bytes=16, bias_grad="sum")])
 def test_cuda_kernel_variants_agree(be, knobs, monkeypatch):
     """Every tuning knob (bench/cuda.py sweeps them) computes the same function."""
     cp = be.xp
@@ -215,13 +220,13 @@ def test_cuda_kernel_variants_agree(be, knobs, monkeypatch):
     bias = cp.asarray(rng.standard_normal(520), dtype=cp.float32)
     dy = cp.asarray(rng.standard_normal((301, 520)), dtype=cp.float32)
     y0, z0 = be.gemm_bias_act(a, b, bias, "gelu")
-    dz0, db0 = be.act_backward("gelu", dy, y0, z0, True)
-    g0 = be.activation("silu", dy.ravel()[3:], 1)
+    dz0, db0 = be.act_backward("gelu", dy, z0, y0, True)
+    g0 = be.activation("silu", dy.ravel()[3:], "dz")
     for k, v in knobs.items():
         monkeypatch.setattr(be, k, v)
     y, z = be.gemm_bias_act(a, b, bias, "gelu")
-    dz, db = be.act_backward("gelu", dy, y, z, True)
-    g = be.activation("silu", dy.ravel()[3:], 1)
+    dz, db = be.act_backward("gelu", dy, z, y, True)
+    g = be.activation("silu", dy.ravel()[3:], "dz")
     for got, want in ((y, y0), (z, z0), (dz, dz0), (g, g0)):
         np.testing.assert_allclose(cp.asnumpy(got), cp.asnumpy(want), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(cp.asnumpy(db), cp.asnumpy(db0), rtol=1e-5, atol=1e-4)
@@ -232,10 +237,10 @@ def test_cuda_kernels_compiled_once(be):
     cp = be.xp
     x = cp.arange(1000, dtype=cp.float32)
     be.activation("gelu", x)
-    n_mod = len(K._modules)
+    n = be.kernels.compiled()
     for act in ACTS:
         be.activation(act, x)
-    assert len(K._modules) == n_mod                      # all 7 activations came from one compile
+    assert be.kernels.compiled() == n                     # every row came from one compile
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,3 +300,100 @@ def test_cuda_tf32_off_by_default_and_opt_in(be, monkeypatch):
     assert e_off < 1e-5                  # full float32 products
     assert e_on > 3 * e_off              # tf32 keeps 10 mantissa bits: ~1e-4
     assert "tf32" in be.info()
+
+
+# ------------------------------------------------------------------------------------------------
+# raw binary kernels, float16, scatter-add, typed errors
+@needs_cuda
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("op, f", [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                                   ("div", np.true_divide)])
+def test_cuda_binary_kernels_bit_exact(be, op, f, dtype):
+    """IEEE results identical to numpy's (float16: computed in float32, rounded once)."""
+    cp = be.xp
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 1027):
+        a = (rng.standard_normal(n) * 10).astype(dtype)
+        b = (rng.standard_normal(n) * 10).astype(dtype)
+        b[:1] = 0                                       # x / 0 -> inf / nan as in numpy
+        w = np.float32 if dtype == np.float16 else dtype
+        with np.errstate(all="ignore"):
+            want = f(a.astype(w), b.astype(w)).astype(dtype)
+            want_s = f(a.astype(w), w(2.5)).astype(dtype)
+            want_r = f(w(2.5), a.astype(w)).astype(dtype)
+        got = be.binary(op, cp.asarray(a), cp.asarray(b))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+        np.testing.assert_array_equal(cp.asnumpy(be.binary(op, cp.asarray(a), 2.5)), want_s)
+        np.testing.assert_array_equal(cp.asnumpy(be.binary(op, 2.5, cp.asarray(a))), want_r)
+    big = cp.asarray(rng.standard_normal(4099).astype(dtype))
+    off = big[1:]                                       # misaligned: the scalar path
+    np.testing.assert_array_equal(cp.asnumpy(be.binary(op, off, off)),
+                                  f(cp.asnumpy(off).astype(np.float64),
+                                    cp.asnumpy(off).astype(np.float64)).astype(dtype)
+                                  if dtype == np.float64 else
+                                  f(cp.asnumpy(off).astype(np.float32),
+                                    cp.asnumpy(off).astype(np.float32)).astype(dtype))
+
+
+@needs_cuda
+def test_cuda_float16_rounds_once():
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((33, 20)).astype(np.float16)
+    b = rng.standard_normal((20, 17)).astype(np.float16)
+    bias = rng.standard_normal(17).astype(np.float16)
+    y = nr.matmul_bias_activation(nr.tensor(a, device="cuda"), nr.tensor(b, device="cuda"),
+                                  nr.tensor(bias, device="cuda"), activation="gelu")
+    assert y.dtype == nr.float16
+    z = a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64)
+    want = (z * 0.5 * (1 + np.vectorize(__import__("math").erf)(z / np.sqrt(2))))
+    got = y.numpy().astype(np.float64)
+    ulp = np.abs(want) * 2.0 ** -10 + 2.0 ** -24
+    assert (np.abs(got - want) <= 0.5 * ulp + np.abs(want) * 1e-6 + 1e-6).all()
+    s = nr.tensor(a, device="cuda") * 3.0 + nr.tensor(a, device="cuda")
+    np.testing.assert_array_equal(s.numpy(), (a.astype(np.float32) * 3.0).astype(np.float16)
+                                  .astype(np.float32).__add__(a.astype(np.float32)).astype(np.float16))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_cuda_scatter_add_deterministic(dtype):
+    """Embedding backward with many repeated rows: the same bits every time, close to float64."""
+    rng = np.random.default_rng(9)
+    idx = rng.integers(0, 5, size=(400,)).astype(np.int32)
+    g = rng.standard_normal((400, 8))
+    outs = []
+    for _ in range(3):
+        w = nr.tensor(rng.standard_normal((5, 8)), dtype=dtype, device="cuda", requires_grad=True)
+        w.grad = None
+        y = nr.embedding(nr.tensor(idx, device="cuda"), w)
+        y.backward(nr.tensor(g, dtype=dtype, device="cuda"))
+        outs.append(w.grad.numpy())
+    for o in outs[1:]:
+        assert o.tobytes() == outs[0].tobytes()
+    want = np.zeros((5, 8))
+    np.add.at(want, idx, g.astype(dtype).astype(np.float64))
+    tol = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3}[dtype]
+    np.testing.assert_allclose(outs[0].astype(np.float64), want, rtol=tol, atol=tol * 20)
+
+
+@needs_cuda
+def test_cuda_huge_sizes_are_typed_errors_and_the_device_survives():
+    for shape in [(2 ** 62,), (2 ** 40, 2 ** 20), (2 ** 31, 2 ** 31)]:
+        with pytest.raises(nr.BackendLimitError) as e:
+            nr.zeros(shape, device="cuda")
+        assert "cuda" in str(e.value)
+    with pytest.raises(nr.NumrError):
+        nr.full((2 ** 62,), 1.0, device="cuda")
+    x = nr.arange(6, device="cuda", dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal((x * 2).numpy(), np.arange(6).reshape(2, 3) * 2.0)
+
+
+@needs_cuda
+def test_cuda_deferred_checks_raise_at_readback():
+    logits = nr.zeros((3, 4), device="cuda")
+    loss = nr.cross_entropy(logits, nr.tensor([0, 7, 1], device="cuda"))   # 7 is out of range
+    with pytest.raises(nr.ShapeError):
+        loss.numpy()
+    ok = nr.cross_entropy(logits, nr.tensor([0, 3, 1], device="cuda"))
+    np.testing.assert_allclose(ok.numpy(), np.log(4.0), rtol=1e-6)

@@ -11,7 +11,7 @@ from ..host import dlpack_device_type
 # device -> "module:Class" (relative to this package)
 REGISTRY = {
     "cpu": "numpy_backend:NumpyBackend",
-    "cuda": "cupy_backend:CupyBackend",
+    "cuda": "cuda.backend:CudaBackend",
     "webgpu": "webgpu.backend:WebGPUBackend",
 }
 _instances: dict = {}

@@ -1,5 +1,6 @@
 """One array-module backend for numpy (cpu) and cupy (cuda): the primitives written once against
-`self.xp`. cupy_backend subclasses it and swaps in fused CUDA kernels where they pay.
+`self.xp`. The cuda backend (backends/cuda/backend.py) subclasses it and swaps in raw CUDA kernels
+where they pay.
 
 Elementwise ops map to the numpy function their vocabulary row names (numr_web.ops.registry);
 activations run the ACT table's numpy formulas. float16 is computed in float32 and rounded once

@@ -22,6 +22,8 @@ class Backend:
     # -- capabilities (declared, never sniffed by the layers above) --------------------------------
     can_block = True              # synchronous readback (t.item(), t.tolist()) works
     dlpack_device_types = ()      # DLPack device types this backend imports (1 CPU, 2 CUDA)
+    can_capture = False           # nr.capture records steps into device graphs (cuda); else it
+                                  # just calls the step
 
     @classmethod
     def probe(cls):

@@ -249,8 +249,8 @@ ACT = {a.name: a for a in (
         wgsl=Code("sigmoid_s(z)", "sigmoid_d_s(z)",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (sp.y - sp.x);",
                   d1="dy * (s * (1.0 - s))", ds="1.0 - 2.0 * s"),
-        cuda=Code("sigm(z)", "C s = sigm(z); return s * (C(1) - s);",
-                  "C s = sigm(z); return s * (C(1) - s) * (C(1) - C(2) * s);",
+        cuda=Code("sigm(z)", "sigm(z) * sigm(-z)",
+                  "C s = sigm(z), q = sigm(-z); return s * q * (q - s);",
                   d1="dy * s * (C(1) - s)", ds="C(1) - C(2) * s")),
     Act("tanh", "y",
         np=_np(lambda xp, z: xp.tanh(z, out=z), lambda xp, z: 1 - xp.tanh(z) ** 2,
@@ -258,17 +258,15 @@ ACT = {a.name: a for a in (
                d1=lambda xp, dy, s, y=None: dy * (1 - s * s), ds=lambda xp, s: -2 * s),
         wgsl=Code("tanh_s(z)", "sech2_s(z)", "-2.0 * tanh_s(z) * sech2_s(z)",
                   d1="dy * (1.0 - s * s)", ds="-2.0 * s"),
-        cuda=Code("m_tanh(z)", "C t = m_tanh(z); return C(1) - t * t;",
-                  "C t = m_tanh(z); return C(-2) * t * (C(1) - t * t);",
+        cuda=Code("m_tanh(z)", "sech2(z)", "C(-2) * m_tanh(z) * sech2(z)",
                   d1="dy * (C(1) - s * s)", ds="C(-2) * s")),
     Act("silu", "z",
         np=_np(lambda xp, z: z * _sigmoid(xp, z), _silu_dz, _silu_d2),
         wgsl=Code("z * sigmoid_s(z)",
                   "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
-        cuda=Code("z * sigm(z)", "C s = sigm(z); return s * (C(1) + z * (C(1) - s));",
-                  "C s = sigm(z); C q = s * (C(1) - s); "
-                  "return q == C(0) ? C(0) : q * (C(2) + z * (C(1) - C(2) * s));")),
+        cuda=Code("z * sigm(z)", "sigm(z) * (C(1) + z * sigm(-z))",
+                  "C s = sigm(z), q = sigm(-z); return s * q * (C(2) + z * (q - s));")),
     Act("gelu", "z",
         np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
         wgsl=Code("z * phi_cdf(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
@@ -286,15 +284,13 @@ ACT = {a.name: a for a in (
                   "    let du = gelu_tanh_du(z);\n"
                   "    let ddu = 6.0 * GELU_C * GELU_A * z;\n"
                   "    return sech2_s(u) * (du + 0.5 * z * (ddu - 2.0 * tanh_s(u) * du * du));"),
-        cuda=Code("C(0.5) * z * (C(1) + gelu_tanh_t(z))",
-                  "C t = gelu_tanh_t(z), sech2 = C(1) - t * t; C r = C(0.5) * (C(1) + t);\n"
-                  "    if (sech2 != C(0)) r += C(0.5) * z * sech2 * C(K_GELU_C) * "
-                  "(C(1) + C(3.0 * K_GELU_A) * z * z);\n    return r;",
-                  "C t = gelu_tanh_t(z), sech2 = C(1) - t * t;\n"
-                  "    if (sech2 == C(0)) return C(0);\n"
-                  "    C du = C(K_GELU_C) * (C(1) + C(3.0 * K_GELU_A) * z * z);\n"
-                  "    C ddu = C(6.0 * K_GELU_C * K_GELU_A) * z;\n"
-                  "    return sech2 * (du + C(0.5) * z * (ddu - C(2) * t * du * du));")),
+        cuda=Code("z * sigm(C(2) * gelu_tanh_u(z))",
+                  "C u = gelu_tanh_u(z), h = sech2(u);\n"
+                  "    return sigm(C(2) * u) + (h == C(0) ? C(0) : C(0.5) * z * h * gelu_tanh_du(z));",
+                  "C u = gelu_tanh_u(z), h = sech2(u);\n"
+                  "    if (h == C(0)) return C(0);\n"
+                  "    C du = gelu_tanh_du(z), ddu = C(6.0 * K_GELU_C * K_GELU_A) * z;\n"
+                  "    return h * (du + C(0.5) * z * (ddu - C(2) * m_tanh(u) * du * du));")),
     Act("leaky_relu", "y", smooth=False,
         np=_np(lambda xp, z: xp.where(z > 0, z, z * LEAKY_SLOPE).astype(z.dtype, copy=False),
                lambda xp, z: xp.where(z > 0, 1.0, LEAKY_SLOPE).astype(z.dtype), _zeros,
@@ -327,8 +323,8 @@ ACT = {a.name: a for a in (
                                       xp.multiply(*_sigmoid_pair(xp, z)), 0.0).astype(z.dtype)),
         wgsl=Code("softplus_s(z)", "select(sigmoid_s(z), 1.0, z > 20.0)",
                   "select(0.0, sigmoid_d_s(z), z < 20.0)"),
-        cuda=Code("z > C(20) ? z : log1p(m_exp(z))", "z > C(20) ? C(1) : sigm(z)",
-                  "if (z >= C(20)) return C(0); C s = sigm(z); return s * (C(1) - s);")),
+        cuda=Code("softplus_f(z)", "z > C(20) ? C(1) : sigm(z)",
+                  "z >= C(20) ? C(0) : sigm(z) * sigm(-z)")),
     Act("mish", "z",
         np=_np(lambda xp, z: z * xp.tanh(_softplus(xp, z)), _mish_dz, _mish_d2),
         wgsl=Code("z * tanh_s(softplus_s(z))",
@@ -338,12 +334,10 @@ ACT = {a.name: a for a in (
                   "    let t = tanh_s(sp);\n"
                   "    let q = sig_pair(z);\n"
                   "    return sech2_s(sp) * (2.0 * q.x + z * q.x * (q.y - 2.0 * t * q.x));"),
-        cuda=Code("z * m_tanh(z > C(20) ? z : log1p(m_exp(z)))",
-                  "C sp = z > C(20) ? z : log1p(m_exp(z)); C t = m_tanh(sp);\n"
-                  "    return t + z * (C(1) - t * t) * sigm(z);",
-                  "C sp = z > C(20) ? z : log1p(m_exp(z)); C t = m_tanh(sp);\n"
-                  "    C s = sigm(z), sech2 = C(1) - t * t;\n"
-                  "    return sech2 * (C(2) * s + z * s * ((C(1) - s) - C(2) * t * s));")),
+        cuda=Code("z * m_tanh(softplus_f(z))",
+                  "C sp = softplus_f(z); return m_tanh(sp) + z * sech2(sp) * sigm(z);",
+                  "C sp = softplus_f(z), t = m_tanh(sp), s = sigm(z);\n"
+                  "    return sech2(sp) * (C(2) * s + z * s * (sigm(-z) - C(2) * t * s));")),
     Act("hardswish", "z", smooth=False,
         np=_np(lambda xp, z: z * xp.clip(z + 3, 0, 6) / 6,
                lambda xp, z: xp.where(z < -3, 0.0, xp.where(z <= 3, z / 3 + 0.5, 1.0)).astype(

@@ -1,0 +1,400 @@
+"""The cuda device: CuPy (cuBLAS GEMMs, CuPy's memory pool) behind the same array-module primitives
+as the cpu backend (ArrayBackend), with the hot paths on raw kernels of kernels.cu (activation
+dispatch generated from the table by codegen.py, launched through launch.py):
+
+  * activation(name, z, fn): one kernel (fn: the table's fwd / dz / d2 / ds);
+  * gemm_bias_act: cuBLAS GEMM (cupy.matmul), then ONE kernel adding the bias and applying the
+    activation in place (writing the pre-activation z separately only when the row saves "z");
+  * act_backward: ONE kernel dz = d1(dy, saved) with 16-byte vector loads, plus the bias gradient
+    from per-block partial column sums written by that same kernel and one small reduction;
+  * binary add / sub / mul / div of same-shape dense arrays, or with a Python number: one
+    pre-bound kernel launch instead of CuPy's ufunc machinery;
+  * scatter_add: deterministic (sorted keys, one in-order sum per target; no float atomics).
+
+float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
+against the GPU's memory before anything is allocated (max_elements), so a bad size is a typed
+error, never an illegal address that would poison the CUDA context. Checks on values
+(check_later) are raised at the next readback.
+
+TF32: off by default, so float32 GEMMs match torch's default (full float32 products). Opt in with
+NUMR_CUDA_TF32=1 (read when the backend starts) or `get_backend("cuda").tf32 = True` (it sets
+CuPy's cuBLAS compute type for float32, process-wide for CuPy).
+
+Step capture into CUDA graphs: numr_web/backends/cuda/graphs.py (used by nr.capture).
+"""
+from __future__ import annotations
+
+import os
+
+from ...errors import BackendLimitError, KernelError
+from ...ops.activations import ACT
+from ..array_backend import ArrayBackend
+from . import codegen as G
+from .blas import Blas
+from .launch import BLOCK, Kernels
+
+
+def _resident_blocks(fn, threads):
+    """Blocks of `threads` threads of kernel `fn` resident per multiprocessor (occupancy API)."""
+    try:
+        from cupy_backends.cuda.api import driver
+        return max(1, int(driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, threads, 0)))
+    except Exception:
+        return 4
+
+
+class CudaBackend(ArrayBackend):
+    device = "cuda"
+    dlpack_device_types = (2,)   # kDLCUDA
+    can_capture = True           # nr.capture records steps into CUDA graphs
+
+    # kernel variant knobs (bench/cuda.py sweeps them): vector bytes per access, vectors per
+    # thread; the bias gradient "fused" (partial sums in the act-backward kernel) or "sum"
+    vec_bytes = 16
+    unroll = 4                # vectors per thread: activation / act-backward / fused bias-gradient
+    epilogue_unroll = 1       # vectors per thread in the GEMM bias + activation epilogue
+    bias_grad = "fused"
+    db_blocks_per_sm = 16     # fused bias-gradient grid: blocks per multiprocessor; 0 = one wave
+
+    def __init__(self):
+        import cupy
+        import numpy
+        self.xp = cupy
+        super().__init__()
+        dev = cupy.cuda.runtime.getDevice()
+        props = cupy.cuda.runtime.getDeviceProperties(dev)
+        self._sms = props["multiProcessorCount"]
+        self._mem_total = int(props["totalGlobalMem"])
+        self._nd = cupy.ndarray
+        self._ct = {cupy.dtype(k).char: v for k, v in G.C_TYPES.items()}
+        self.kernels = Kernels(cupy)
+        self._stream = cupy.cuda.get_current_stream
+        self._code = {name: i for i, name in enumerate(ACT)}
+        self._resident = {}
+        self._oom = cupy.cuda.memory.OutOfMemoryError
+        try:
+            self._blas = Blas(cupy, numpy)
+            self._blas_why = "cuBLAS called directly (recordable in CUDA graphs)"
+        except Exception as e:      # cuBLAS not reachable directly: cupy.matmul does every GEMM
+            self._blas = None
+            self._blas_why = (f"cupy.matmul (direct cuBLAS unavailable: {type(e).__name__}: {e}; "
+                              "steps with GEMMs cannot be captured)")
+        self.capturing = False        # set by graphs.py while a step is being recorded
+        self._tf32 = None
+        self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
+
+    # -- availability ----------------------------------------------------------------------------
+    @classmethod
+    def probe(cls):
+        try:
+            import cupy
+        except ImportError:
+            return False, "cupy is not installed (pip install 'numr-web[cuda]')"
+        except Exception as e:  # a broken CUDA install can fail at import
+            return False, f"cupy failed to import: {type(e).__name__}: {e}"
+        try:
+            if not cupy.cuda.is_available():
+                return False, ("no CUDA driver or GPU found (cupy.cuda.is_available() is False; "
+                               "cupy " + cupy.__version__ + " is installed)")
+            n = cupy.cuda.runtime.getDeviceCount()
+            name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        except Exception as e:
+            return False, f"CUDA runtime error: {type(e).__name__}: {e}"
+        return True, f"cupy {cupy.__version__}, {n} GPU(s): {name}"
+
+    def info(self):
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        return {"library": f"cupy {cupy.__version__}", "gpu": props["name"].decode(),
+                "memory": f"{props['totalGlobalMem'] / 2**30:.1f} GiB",
+                "compute capability": f"{props['major']}.{props['minor']}",
+                "multiprocessors": props["multiProcessorCount"],
+                "tf32": "on" if self.tf32 else "off (NUMR_CUDA_TF32=1 to opt in)",
+                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why}
+
+    @property
+    def tf32(self):
+        return self._tf32
+
+    @tf32.setter
+    def tf32(self, on):
+        import cupy
+        from cupy._core import _routines_linalg as L
+        L.set_compute_type(cupy.float32, L.COMPUTE_TYPE_TF32 if on else L.COMPUTE_TYPE_DEFAULT)
+        self._tf32 = bool(on)
+
+    # -- limits and memory ---------------------------------------------------------------------
+    def max_elements(self, dtype):
+        return self._mem_total // dtype.itemsize
+
+    def _limit(self, what, shape, dtype_name):
+        return BackendLimitError(f"not enough GPU memory for {what} of shape {tuple(shape)} "
+                                 f"({dtype_name}); free memory (del tensors) or use smaller sizes")
+
+    def full(self, shape, value, dtype):
+        try:
+            return super().full(shape, value, dtype)
+        except self._oom:
+            raise self._limit("a tensor", shape, dtype.name) from None
+
+    def arange(self, start, stop, step, dtype):
+        try:
+            return super().arange(start, stop, step, dtype)
+        except self._oom:
+            raise self._limit("an arange", ((stop - start) // step,), dtype.name) from None
+
+    def random(self, shape, dtype, seed, kind):
+        try:
+            return super().random(shape, dtype, seed, kind)
+        except self._oom:
+            raise self._limit("a random tensor", shape, dtype.name) from None
+
+    def from_host(self, host, dtype):
+        try:
+            if hasattr(host, "__cuda_array_interface__"):
+                return self.xp.asarray(host).astype(self.np_dtype(dtype), copy=False)
+            return super().from_host(host, dtype)
+        except self._oom:
+            raise self._limit("an upload", getattr(host, "shape", ()), dtype.name) from None
+
+    def _no_readback(self):
+        if self.capturing:
+            raise KernelError("cuda step capture: the step reads a value back to the host "
+                              "(.item(), .numpy(), .tolist(), print); a captured step must stay "
+                              "on the GPU: read results after the step")
+
+    def to_numpy(self, h):
+        self._no_readback()
+        self.raise_failed_checks()
+        return self.xp.asnumpy(h)
+
+    def to_list(self, h):
+        return self.to_numpy(h).tolist()
+
+    def to_bytes(self, h):
+        return self.to_numpy(h).tobytes()
+
+    def to_bytes_unchecked(self, h):
+        self._no_readback()
+        return self.xp.asnumpy(h).tobytes()
+
+    def assign(self, dst, src):
+        """dst[...] = src on the device (graphs.py carries a captured step's state with it)."""
+        self.xp.copyto(dst, src)
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _vec(self, h, *arrays, ncols=None):
+        """Elements per vector access: vec_bytes wide when every pointer is aligned to it (and
+        ncols, where given, is a multiple), else 1."""
+        item = h.dtype.itemsize
+        v = max(1, self.vec_bytes // item)
+        if ncols is not None and ncols % v:
+            return 1
+        for a in arrays:
+            if a.data.ptr % (v * item):
+                return 1
+        return v
+
+    def _contig(self, h):
+        return h if h._c_contiguous else self.xp.ascontiguousarray(h)
+
+    # -- elementwise -------------------------------------------------------------------------------
+    def binary(self, op, a, b):
+        code = G.BIN_OPS.get(op)
+        if code is not None:
+            nd = self._nd
+            if type(a) is nd:
+                ct = self._ct.get(a.dtype.char)
+                if ct is not None and a._c_contiguous:
+                    if type(b) is nd:
+                        if b.dtype == a.dtype and b.shape == a.shape and b._c_contiguous:
+                            return self._bin(ct, op, a, b)
+                    elif type(b) is float or (type(b) is int and -2 ** 53 <= b <= 2 ** 53):
+                        return self._bin_scalar(ct, op, a, b, False)
+            elif type(b) is nd and (type(a) is float or (type(a) is int and -2 ** 53 <= a <= 2 ** 53)):
+                ct = self._ct.get(b.dtype.char)
+                if ct is not None and b._c_contiguous:
+                    return self._bin_scalar(ct, op, b, a, True)
+        return super().binary(op, a, b)
+
+    def _bin(self, ct, op, a, b):
+        out = self.xp.empty_like(a)
+        n = out.size
+        if n:
+            v = self._vec(a, a, b, out)
+            self.kernels.binary(ct, op, v, 1)(self.kernels.grid_1d(n, v, 1), (BLOCK, 1),
+                                              (a.data.ptr, b.data.ptr, out.data.ptr, n),
+                                              self._stream().ptr)
+        return out
+
+    def _bin_scalar(self, ct, op, a, s, rev):
+        out = self.xp.empty_like(a)
+        n = out.size
+        if n:
+            v = self._vec(a, a, out)
+            self.kernels.binary_scalar(ct, op, rev, v, 1)(
+                self.kernels.grid_1d(n, v, 1), (BLOCK, 1), (a.data.ptr, float(s), out.data.ptr, n),
+                self._stream().ptr)
+        return out
+
+    def activation(self, name, z, fn="fwd"):
+        ct = self._ct.get(z.dtype.char)
+        if ct is None:
+            return super().activation(name, z, fn)
+        z = self._contig(z)
+        out = self.xp.empty_like(z)
+        n = out.size
+        if n:
+            v, u = self._vec(z, z, out), self.unroll
+            self.kernels.map(ct, self._code[name], fn, v, u)(
+                self.kernels.grid_1d(n, v, u), (BLOCK, 1), (z.data.ptr, z.data.ptr, out.data.ptr, n),
+                self._stream().ptr)
+        return out
+
+    # -- linear algebra ---------------------------------------------------------------------------
+    def _gemm(self, a, b):
+        if b.ndim == 2 and a.ndim >= 2:
+            a2 = a if a.ndim == 2 else (a.reshape(-1, a.shape[-1]) if a._c_contiguous else None)
+            out = None if a2 is None else self._mm2d(a2, b)
+            if out is not None:
+                return out if a.ndim == 2 else out.reshape(a.shape[:-1] + (b.shape[-1],))
+        return super()._gemm(a, b)
+
+    def _mm2d(self, a, b):
+        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call
+        (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply (TF32 opted
+        in: cupy.matmul carries that compute type)."""
+        ch = a.dtype.char
+        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+            return None
+        m, k = a.shape
+        n = b.shape[1]
+        if not (m and n and k) or max(m, n, k) >= 2 ** 31:
+            return None
+        if not (a._c_contiguous or a._f_contiguous) or not (b._c_contiguous or b._f_contiguous):
+            return None
+        return self._blas.matmul(a, b, self.xp.empty((m, n), dtype=a.dtype), self._stream().ptr)
+
+    def gemm_bias_act(self, a, b, bias, act):
+        xp = self.xp
+        half = a.dtype == self._half
+        z = self._gemm(a, b)                    # cuBLAS, once (float16: on float32 copies)
+        if half and bias is not None:
+            bias = bias.astype(xp.float32)
+        row = ACT[act]
+        write_z = row.saves == "z"
+        if not z.flags.c_contiguous or (bias is not None and bias.dtype != z.dtype) \
+                or self._ct.get(z.dtype.char) is None:
+            z = self._contig(z)
+            if bias is not None:
+                z += bias
+            y = row.np.fwd(xp, z.copy() if write_z else z)
+        elif act == "none" and bias is None:
+            y = z
+        else:
+            y = xp.empty_like(z) if write_z else z
+            self._bias_act(z, bias, y, row, write_z)
+        if half:
+            return y.astype(a.dtype), (z.astype(a.dtype) if write_z else None)
+        return y, (z if write_z else None)
+
+    def _bias_act(self, z, bias, y, row, write_z):
+        """ONE kernel: z += bias (broadcast over rows); y = act(z). y is z (in place) unless the
+        activation's backward needs z (then both are written). z: C-contiguous."""
+        n = z.size
+        if n == 0:
+            return y
+        ncols = z.shape[-1] if z.ndim else 1
+        has_bias = bias is not None
+        bias_arr = self._contig(bias) if has_bias else z
+        v = self._vec(z, z, y, bias_arr, ncols=ncols)
+        u = self.epilogue_unroll
+        fn = self.kernels.bias_act(self._ct[z.dtype.char], self._code[row.name], has_bias, write_z,
+                                   v, u)
+        fn(self.kernels.grid_1d(n, v, u), (BLOCK, 1),
+           (z.data.ptr, bias_arr.data.ptr, y.data.ptr, n, ncols), self._stream().ptr)
+        return y
+
+    def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        xp = self.xp
+        ct = self._ct.get(dy.dtype.char)
+        if ct is None or s.dtype != dy.dtype:
+            return super().act_backward(act, dy, s, y, bias_grad)
+        code = self._code[act]
+        dy, s = self._contig(dy), self._contig(s)
+        if s.shape != dy.shape:
+            s = xp.ascontiguousarray(xp.broadcast_to(s, dy.shape))
+        dz = xp.empty_like(dy)
+        n = dz.size
+        ncols = dz.shape[-1] if dz.ndim else 1
+        if not bias_grad or n == 0 or self.bias_grad == "sum":
+            if n:
+                v, u = self._vec(dz, dy, s, dz), self.unroll
+                self.kernels.bwd(ct, code, v, u)(
+                    self.kernels.grid_1d(n, v, u), (BLOCK, 1),
+                    (dy.data.ptr, s.data.ptr, dz.data.ptr, n), self._stream().ptr)
+            return dz, (self._colsum(dz) if bias_grad else None)
+        # fused: dz and the per-block partial column sums in one pass
+        rows = n // ncols
+        v = self._vec(dz, dy, s, dz, ncols=ncols)
+        u = self.unroll
+        ncv = ncols // v
+        bx = 1
+        while bx < min(32, ncv):
+            bx *= 2
+        by = BLOCK // bx
+        gx = -(-ncv // bx)
+        fn = self.kernels.bwd_db(ct, code, v, u)
+        if self.db_blocks_per_sm:
+            gy = -(-(self._sms * self.db_blocks_per_sm) // gx)
+        else:   # rows loop inside the kernel; exactly the blocks that fit at once
+            key = (ct, code, v, u)
+            if key not in self._resident:
+                self._resident[key] = _resident_blocks(fn, BLOCK)
+            gy = (self._sms * self._resident[key]) // gx
+        gy = max(1, min(gy, -(-rows // by), 65535))
+        acc = xp.float64 if dz.dtype == xp.float64 else xp.float32
+        partial = xp.empty((gy, ncols), dtype=acc)
+        fn((gx, gy), (bx, by), (dy.data.ptr, s.data.ptr, dz.data.ptr, partial.data.ptr, rows, ncv),
+           self._stream().ptr)
+        db = partial[0] if gy == 1 else partial.sum(axis=0)
+        return dz, db.astype(dz.dtype, copy=False)
+
+    def _colsum(self, dz):
+        if dz.ndim == 0:
+            return dz.copy()
+        acc = self.xp.float32 if dz.dtype == self._half else dz.dtype
+        return dz.reshape(-1, dz.shape[-1]).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)
+
+    # -- indexing ------------------------------------------------------------------------------------
+    def scatter_add(self, shape, axis, index, src):
+        xp = self.xp
+        ct = self._ct.get(src.dtype.char)
+        total = 1
+        for d in shape:
+            total *= d
+        m = index.size
+        if ct is None or m == 0 or total * m >= 2 ** 62:
+            return super().scatter_add(shape, axis, index, src)
+        src = self._contig(src[tuple(slice(0, k) for k in index.shape)])
+        # flat target of every source element, then sort (target, source position): the order
+        # of each sum is the source order, whatever the sort's stability
+        lin = xp.zeros(index.shape, dtype=xp.int64)
+        stride = 1
+        for d in range(len(shape) - 1, -1, -1):
+            if d == axis:
+                idx = index.astype(xp.int64)
+            else:
+                sh = [1] * index.ndim
+                sh[d] = index.shape[d]
+                idx = xp.arange(index.shape[d], dtype=xp.int64).reshape(sh)
+            lin += idx * stride
+            stride *= shape[d]
+        keyed = lin.reshape(-1) * m + xp.arange(m, dtype=xp.int64)
+        keyed = xp.sort(keyed)
+        vals = src.reshape(-1)[keyed % m]
+        keys = keyed // m
+        out = xp.zeros(shape, dtype=src.dtype)
+        self.kernels.seg_sum(ct)((max(1, -(-m // BLOCK)), 1), (BLOCK, 1),
+                                 (keys.data.ptr, vals.data.ptr, out.data.ptr, m), self._stream().ptr)
+        return out

@@ -1,0 +1,280 @@
+// numr_web cuda backend: the hand-written kernel bodies. codegen.py reads this file when the
+// backend builds its kernels and inserts, at the marker line below, the per-activation functions
+// and the act_fwd / act_dz / act_d2 / act_d1 / act_ds dispatch generated from the activation table
+// (numr_web/ops/activations.py). `numr-web shaders --language cuda` prints the assembled source.
+//
+// Templates (compiled by NVRTC through cupy.RawModule, one module per family and dtype):
+//   S  storage type: float, double, or half_t (float16 bits; computed in float, rounded once)
+//   A  the activation's row number in the table (a compile-time constant: the dispatch folds away)
+//   V  elements per memory access (16 bytes by default), U vectors per thread
+
+typedef unsigned short half_t;
+
+template <typename S> struct IO;
+template <> struct IO<float> {
+    typedef float C;
+    static __device__ __forceinline__ float ld(float x) { return x; }
+    static __device__ __forceinline__ float st(float x) { return x; }
+};
+template <> struct IO<double> {
+    typedef double C;
+    static __device__ __forceinline__ double ld(double x) { return x; }
+    static __device__ __forceinline__ double st(double x) { return x; }
+};
+template <> struct IO<half_t> {
+    typedef float C;
+    static __device__ __forceinline__ float ld(half_t h) {
+        float f; asm("{cvt.f32.f16 %0, %1;}\n" : "=f"(f) : "h"(h)); return f;
+    }
+    static __device__ __forceinline__ half_t st(float f) {
+        half_t h; asm("{cvt.rn.f16.f32 %0, %1;}\n" : "=h"(h) : "f"(f)); return h;
+    }
+};
+
+// -- math helpers the table's CUDA code may use (C: float or double; CUDA's own expm1 / log1p have
+//    float overloads) ------------------------------------------------------------------------------
+__device__ __forceinline__ float  m_tanh(float x)  { return tanhf(x); }
+__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float  m_exp(float x)   { return expf(x); }
+__device__ __forceinline__ double m_exp(double x)  { return exp(x); }
+__device__ __forceinline__ float  m_erfc(float x)  { return erfcf(x); }
+__device__ __forceinline__ double m_erfc(double x) { return erfc(x); }
+
+#define K_SQRT1_2      0.70710678118654752440
+#define K_INV_SQRT_2PI 0.39894228040143267794
+#define K_GELU_C       0.79788456080286535588
+#define K_GELU_A       0.044715
+
+// sigmoid: 1 / (1 + e) for z >= 0, e / (1 + e) below, e = exp(-|z|) <= 1: no overflow, and
+// accurate down to the subnormals for z << 0 (never 1 - something)
+template <typename C> __device__ __forceinline__ C sigm(C z) {
+    C e = m_exp(-(z < C(0) ? -z : z));
+    return (z >= C(0) ? C(1) : e) / (C(1) + e);
+}
+// Phi(z) = 0.5 erfc(-z/sqrt2) (no cancellation for z << 0); phi(z) = exp(-z^2/2)/sqrt(2 pi)
+template <typename C> __device__ __forceinline__ C cdf(C z) { return C(0.5) * m_erfc(-z * C(K_SQRT1_2)); }
+template <typename C> __device__ __forceinline__ C pdf(C z) { return C(K_INV_SQRT_2PI) * m_exp(C(-0.5) * z * z); }
+// sech^2(x) = 4 e / (1 + e)^2, e = exp(-2|x|): no cancellation (1 - tanh^2 loses it all for |x| > 9)
+template <typename C> __device__ __forceinline__ C sech2(C x) {
+    C e = m_exp(C(-2) * (x < C(0) ? -x : x)), d = C(1) + e;
+    return C(4) * e / (d * d);
+}
+// the tanh-form GELU's argument u = c (z + a z^3) and du/dz
+template <typename C> __device__ __forceinline__ C gelu_tanh_u(C z) {
+    return C(K_GELU_C) * z * (C(1) + C(K_GELU_A) * z * z);
+}
+template <typename C> __device__ __forceinline__ C gelu_tanh_du(C z) {
+    return C(K_GELU_C) * (C(1) + C(3.0 * K_GELU_A) * z * z);
+}
+// softplus (beta 1, threshold 20, torch's)
+template <typename C> __device__ __forceinline__ C softplus_f(C z) {
+    return z > C(20) ? z : log1p(m_exp(z));
+}
+
+//@@ GENERATED ACTIVATIONS @@
+
+// -- elementwise operators ------------------------------------------------------------------------
+// out = fn(x) for one table row; F: 0 fwd, 1 dz, 2 d2, 3 ds
+template <int A, int F> struct MapOp {
+    template <typename C> static __device__ __forceinline__ C f(C x, C) {
+        if constexpr (F == 0) return act_fwd<A>(x);
+        else if constexpr (F == 1) return act_dz<A>(x);
+        else if constexpr (F == 2) return act_d2<A>(x);
+        else return act_ds<A>(x);
+    }
+};
+
+// dz = dy * act'(.) from the saved tensor s (the table's d1)
+template <int A> struct BwdOp {
+    template <typename C> static __device__ __forceinline__ C f(C dy, C s) { return act_d1<A>(dy, s); }
+};
+
+// the hot binary arithmetic: 0 add, 1 sub, 2 mul, 3 div (IEEE, like numpy)
+template <int O> struct BinOp {
+    template <typename C> static __device__ __forceinline__ C f(C a, C b) {
+        if constexpr (O == 0) return a + b;
+        else if constexpr (O == 1) return a - b;
+        else if constexpr (O == 2) return a * b;
+        else return a / b;
+    }
+};
+
+template <typename S, int V> struct alignas(sizeof(S) * V) Pack { S v[V]; };
+
+// out = OP(a, b) (NIN 2) or OP(a) (NIN 1) over n elements: vectors of V, U per thread, scalar tail
+template <typename S, typename OP, int NIN, int V, int U>
+__global__ void __launch_bounds__(256) ew(const S* __restrict__ a, const S* __restrict__ b,
+                                          S* __restrict__ out, long long n) {
+    typedef typename IO<S>::C C;
+    typedef Pack<S, V> P;
+    const long long nv = n / V;
+    const long long base = (long long)blockIdx.x * (blockDim.x * U) + threadIdx.x;
+    P ra[U], rb[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            ra[u] = reinterpret_cast<const P*>(a)[i];
+            if (NIN == 2) rb[u] = reinterpret_cast<const P*>(b)[i];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            P o;
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+                o.v[k] = IO<S>::st(OP::f(IO<S>::ld(ra[u].v[k]), NIN == 2 ? IO<S>::ld(rb[u].v[k]) : C(0)));
+            reinterpret_cast<P*>(out)[i] = o;
+        }
+    }
+    if (V > 1 && blockIdx.x == 0) {            // the last n % V elements
+        long long t = nv * V + threadIdx.x;
+        if (t < n) out[t] = IO<S>::st(OP::f(IO<S>::ld(a[t]), NIN == 2 ? IO<S>::ld(b[t]) : C(0)));
+    }
+}
+
+// out = OP(a, s) (or OP(s, a) when REV) with a scalar s (a Python number, rounded to C first)
+template <typename S, typename OP, bool REV, int V, int U>
+__global__ void __launch_bounds__(256) ews(const S* __restrict__ a, double s_, S* __restrict__ out,
+                                           long long n) {
+    typedef typename IO<S>::C C;
+    typedef Pack<S, V> P;
+    const C s = C(s_);
+    const long long nv = n / V;
+    const long long base = (long long)blockIdx.x * (blockDim.x * U) + threadIdx.x;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            P r = reinterpret_cast<const P*>(a)[i], o;
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                C x = IO<S>::ld(r.v[k]);
+                o.v[k] = IO<S>::st(REV ? OP::f(s, x) : OP::f(x, s));
+            }
+            reinterpret_cast<P*>(out)[i] = o;
+        }
+    }
+    if (V > 1 && blockIdx.x == 0) {
+        long long t = nv * V + threadIdx.x;
+        if (t < n) {
+            C x = IO<S>::ld(a[t]);
+            out[t] = IO<S>::st(REV ? OP::f(s, x) : OP::f(x, s));
+        }
+    }
+}
+
+// GEMM epilogue over z (rows x ncols, row-major; ncols % V == 0): zb = z + bias; y = act(zb).
+// WRITE_Z: z <- zb and y separate (the backward reads z); else y is z (in place).
+template <typename S, int A, bool HAS_BIAS, bool WRITE_Z, int V, int U>
+__global__ void __launch_bounds__(256) bias_act(S* z, const S* __restrict__ bias, S* y,
+                                                long long n, long long ncols) {
+    typedef typename IO<S>::C C;
+    typedef Pack<S, V> P;
+    const long long nv = n / V;
+    const long long base = (long long)blockIdx.x * (blockDim.x * U) + threadIdx.x;
+    P zv[U], bv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            zv[u] = reinterpret_cast<const P*>(z)[i];
+            if (HAS_BIAS) bv[u] = reinterpret_cast<const P*>(bias)[(unsigned long long)(i * V) % (unsigned long long)ncols / V];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            P zo, yo;
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                C zb = IO<S>::ld(zv[u].v[k]);
+                if (HAS_BIAS) zb += IO<S>::ld(bv[u].v[k]);
+                zo.v[k] = IO<S>::st(zb);
+                yo.v[k] = IO<S>::st(act_fwd<A>(WRITE_Z ? IO<S>::ld(zo.v[k]) : zb));
+            }
+            if (WRITE_Z) reinterpret_cast<P*>(z)[i] = zo;
+            reinterpret_cast<P*>(y)[i] = yo;
+        }
+    }
+}
+
+// dz = dy * act'(saved) over rows x (ncv * V), and per-block partial column sums of dz (the bias
+// gradient) in the same pass: threadIdx.x walks column vectors, threadIdx.y rows (stride
+// gridDim.y * BY, U rows in flight); partial[blockIdx.y, col] holds the block's sum, summed in a
+// fixed order (deterministic).
+template <typename S, int A, int V, int U>
+__global__ void __launch_bounds__(256) bwd_db(const S* __restrict__ dy, const S* __restrict__ s,
+                                              S* __restrict__ dz, typename IO<S>::C* __restrict__ partial,
+                                              long long rows, long long ncv) {
+    typedef typename IO<S>::C C;
+    typedef Pack<S, V> P;
+    __shared__ C sh[256 * V];
+    const long long cv = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    C acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = C(0);
+    if (cv < ncv) {
+        const long long step = (long long)gridDim.y * blockDim.y;
+        for (long long r0 = (long long)blockIdx.y * blockDim.y + threadIdx.y; r0 < rows; r0 += step * U) {
+            P ra[U], rb[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                long long r = r0 + u * step;
+                if (r < rows) {
+                    ra[u] = reinterpret_cast<const P*>(dy)[r * ncv + cv];
+                    rb[u] = reinterpret_cast<const P*>(s)[r * ncv + cv];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                long long r = r0 + u * step;
+                if (r < rows) {
+                    P o;
+#pragma unroll
+                    for (int k = 0; k < V; ++k) {
+                        C d = act_d1<A>(IO<S>::ld(ra[u].v[k]), IO<S>::ld(rb[u].v[k]));
+                        o.v[k] = IO<S>::st(d);
+                        acc[k] += d;                    // in the compute type, rounded once
+                    }
+                    reinterpret_cast<P*>(dz)[r * ncv + cv] = o;
+                }
+            }
+        }
+    }
+    const int t = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < V; ++k) sh[t * V + k] = acc[k];
+    for (int half = blockDim.y / 2; half > 0; half /= 2) {
+        __syncthreads();
+        if ((int)threadIdx.y < half) {
+            const int o = (threadIdx.y + half) * blockDim.x + threadIdx.x;
+#pragma unroll
+            for (int k = 0; k < V; ++k) sh[t * V + k] += sh[o * V + k];
+        }
+    }
+    if (threadIdx.y == 0 && cv < ncv) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) partial[blockIdx.y * ncv * V + cv * V + k] = sh[threadIdx.x * V + k];
+    }
+}
+
+// the deterministic scatter-add: keys sorted (ties in source order); the thread at the first
+// element of each run of equal keys sums the run in order and writes out[key] (out zeroed first).
+// No atomics and no host round trip: the same sum every time.
+template <typename S>
+__global__ void __launch_bounds__(256) seg_sum(const long long* __restrict__ key,
+                                               const S* __restrict__ vals, S* __restrict__ out,
+                                               long long n) {
+    typedef typename IO<S>::C C;
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const long long k = key[i];
+    if (i > 0 && key[i - 1] == k) return;
+    C acc = C(0);
+    for (long long j = i; j < n && key[j] == k; ++j) acc += IO<S>::ld(vals[j]);
+    out[k] = IO<S>::st(acc);
+}

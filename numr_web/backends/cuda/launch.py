@@ -1,0 +1,133 @@
+"""Compiled kernels and their launches, cached per backend instance.
+
+A kernel family (one template of kernels.cu, for one storage type and one variant: vector width,
+vectors per thread, ...) is compiled by ONE NVRTC call for every activation row (or every hot
+binary op) at once, the first time any member is needed; CuPy also keeps the binary on disk.
+Each kernel then gets a pre-bound launcher: its argument buffer (ctypes values and the pointer
+array cuLaunchKernel reads) is built once, so a launch writes a few integers into it and calls the
+driver: no CuPy argument conversion, no ufunc dispatch, no type resolution on the hot path.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from . import codegen as G
+
+BLOCK = 256
+_CTYPES = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
+# argument kinds of each kernel template: p pointer, q int64, d double
+SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq", "seg_sum": "pppq"}
+
+
+class Launch:
+    """One compiled kernel (a cupy RawKernel) with its argument buffer bound once."""
+    __slots__ = ("fn", "ptr", "vals", "params", "pp", "lock", "driver")
+
+    def __init__(self, fn, sig, driver):
+        self.fn, self.driver = fn, driver                     # fn keeps its module loaded
+        self.ptr = getattr(fn, "kernel", fn).ptr              # the CUfunction
+        self.vals = [_CTYPES[c]() for c in sig]
+        self.params = (ctypes.c_void_p * len(sig))(*[ctypes.addressof(v) for v in self.vals])
+        self.pp = ctypes.addressof(self.params)
+        self.lock = threading.Lock()                          # one buffer: one launch at a time
+
+    def __call__(self, grid, block, args, stream):
+        """args: ints (pointers, int64) and floats (double), in the kernel's parameter order."""
+        if self.driver is None:       # no driver entry point: CuPy's launch (same arguments:
+            self.fn(grid, block, tuple(args))   # Python ints travel as 8-byte values)
+            return
+        with self.lock:
+            for v, a in zip(self.vals, args):
+                v.value = a
+            self.driver.launchKernel(self.ptr, grid[0], grid[1], 1, block[0], block[1], 1, 0,
+                                     stream, self.pp, 0)
+
+    def argument_values(self):
+        """What the bound buffer holds now, read through the pointer array (tests)."""
+        out = []
+        for i, v in enumerate(self.vals):
+            out.append(type(v).from_address(self.params[i]).value)
+        return out
+
+
+class Kernels:
+    def __init__(self, cupy):
+        try:
+            from cupy_backends.cuda.api import driver
+            driver = driver if callable(getattr(driver, "launchKernel", None)) else None
+        except ImportError:
+            driver = None
+        self._cp = cupy
+        self._driver = driver
+        self._fns = {}          # name expression -> cupy Function
+        self._launch = {}       # (family, specialisation...) -> Launch
+
+    def function(self, name, family):
+        """The compiled kernel `name`; `family()` lists the names compiled together with it."""
+        fn = self._fns.get(name)
+        if fn is None:
+            names = list(family())
+            if name not in names:
+                names.append(name)
+            mod = self._cp.RawModule(code=G.source(), options=G.OPTIONS, name_expressions=names)
+            for n in names:
+                self._fns[n] = mod.get_function(n)
+            fn = self._fns[name]
+        return fn
+
+    def compiled(self):
+        return len(self._fns)
+
+    def _get(self, key, template, name, family):
+        lau = self._launch.get(key)
+        if lau is None:
+            lau = self._launch[key] = Launch(self.function(name(), family), SIGNATURES[template],
+                                             self._driver)
+        return lau
+
+    # -- families (a launcher per specialisation) ----------------------------------------------
+    def map(self, ct, code, fn, v, u):
+        return self._get(("map", ct, code, fn, v, u), "ew",
+                         lambda: G.ew(ct, G.map_op(code, fn), 1, v, u),
+                         lambda: (G.ew(ct, G.map_op(c, fn), 1, v, u) for c in G.codes().values()))
+
+    def bwd(self, ct, code, v, u):
+        return self._get(("bwd", ct, code, v, u), "ew",
+                         lambda: G.ew(ct, G.bwd_op(code), 2, v, u),
+                         lambda: (G.ew(ct, G.bwd_op(c), 2, v, u) for c in G.codes().values()))
+
+    def bias_act(self, ct, code, has_bias, write_z, v, u):
+        return self._get(("bias_act", ct, code, has_bias, write_z, v, u), "bias_act",
+                         lambda: G.bias_act(ct, code, has_bias, write_z, v, u),
+                         lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u)
+                                  for a in G.ACT.values()))
+
+    def bwd_db(self, ct, code, v, u):
+        return self._get(("bwd_db", ct, code, v, u), "bwd_db",
+                         lambda: G.bwd_db(ct, code, v, u),
+                         lambda: (G.bwd_db(ct, c, v, u) for c in G.codes().values()))
+
+    def binary(self, ct, op, v, u):
+        return self._get(("bin", ct, op, v, u), "ew", lambda: G.ew(ct, G.bin_op(op), 2, v, u),
+                         lambda: self._bin_family(ct, v, u))
+
+    def binary_scalar(self, ct, op, rev, v, u):
+        return self._get(("bins", ct, op, rev, v, u), "ews",
+                         lambda: G.ews(ct, G.bin_op(op), rev, v, u),
+                         lambda: self._bin_family(ct, v, u))
+
+    @staticmethod
+    def _bin_family(ct, v, u):
+        for op in G.BIN_OPS:
+            yield G.ew(ct, G.bin_op(op), 2, v, u)
+            yield G.ews(ct, G.bin_op(op), False, v, u)
+            yield G.ews(ct, G.bin_op(op), True, v, u)
+
+    def seg_sum(self, ct):
+        return self._get(("seg", ct), "seg_sum", lambda: G.seg_sum(ct),
+                         lambda: (G.seg_sum(c) for c in G.C_TYPES.values()))
+
+    @staticmethod
+    def grid_1d(n, v, u):
+        return (max(1, -(-(n // v) // (BLOCK * u))), 1)

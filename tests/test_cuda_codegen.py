@@ -1,0 +1,256 @@
+"""The CUDA source generated from the activation table, checked without a GPU: every row present
+with its name and number taken from the table, a row added to the table alone appears (and
+compiles), the whole source compiles with NVRTC where it is installed, and the generated device
+functions, compiled for the host with g++, compute each activation and its derivatives within a
+few ulp of 30-digit references written here (closed forms, mpmath), independent of the table."""
+import io
+import re
+import shutil
+import subprocess
+from contextlib import redirect_stdout
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from numr_web.backends.cuda import codegen as G
+from numr_web.ops import activations as A
+from numr_web.ops.activations import ACT, Act, Code
+
+
+def test_codes_are_the_table_rows():
+    assert G.codes() == {name: i for i, name in enumerate(ACT)}
+    assert G.codes() == {name: a.code for name, a in ACT.items()}
+
+
+def test_every_row_generated_from_its_table_strings():
+    src = G.source()
+    assert f"#define NUMR_N_ACT {len(ACT)}" in src
+    for name, act in ACT.items():
+        for fn in G.FUNCTIONS:
+            assert re.search(rf"C act_{name}_{fn}\(", src), (name, fn)
+            assert f"(A == {act.code}) return act_{name}_{fn}(" in src, (name, fn)
+        for fn in ("fwd", "dz", "d2") + (("d1", "ds") if act.saves == "y" else ()):
+            text = getattr(act.cuda, fn).strip()
+            assert text in src, (name, fn)            # the table's own code, verbatim
+        if act.saves == "z":                          # dy * act'(s) from the table's dz
+            assert f"return dy * act_{name}_dz(s);" in src
+
+
+def test_kernel_bodies_hold_no_activation_code():
+    body = G.KERNELS_CU.read_text()
+    assert body.count(G.MARKER) == 1
+    assert "switch" not in body and "case " not in body
+    for name in ACT:
+        assert f"act_{name}_" not in body
+
+
+def test_a_row_added_to_the_table_is_generated(monkeypatch):
+    cube = Act("cube_test", "z",
+               np=A._np(lambda xp, z: z ** 3, lambda xp, z: 3 * z * z, lambda xp, z: 6 * z),
+               wgsl=Code("z * z * z", "3.0 * z * z", "6.0 * z"),
+               cuda=Code("z * z * z", "C(3) * z * z", "C(6) * z"))
+    monkeypatch.setitem(ACT, "cube_test", cube)
+    src = G.activation_source()
+    assert f"#define NUMR_N_ACT {len(ACT)}" in src
+    assert f"(A == {cube.code}) return act_cube_test_fwd(z);" in src
+    assert "C act_cube_test_d1(C dy, C s) {\n    return dy * act_cube_test_dz(s);" in src
+    if _nvrtc() is not None:
+        full = G.KERNELS_CU.read_text().replace(G.MARKER, src)
+        _compile(full, [G.ew("float", G.map_op(cube.code, "fwd"), 1, 4, 4),
+                        G.bwd_db("double", cube.code, 2, 4)])
+
+
+def test_cli_prints_the_cuda_source():
+    from numr_web.cli import main
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["shaders", "--language", "cuda"])
+    assert rc in (0, None)
+    assert G.activation_source() in buf.getvalue()
+
+
+# -- NVRTC ---------------------------------------------------------------------------------------------
+def _nvrtc():
+    try:
+        from cupy.cuda import compiler
+        compiler._NVRTCProgram("__global__ void k() {}", "probe.cu").compile(
+            G.OPTIONS + ("-arch=compute_80",))
+        return compiler
+    except Exception:
+        return None
+
+
+def _compile(src, names):
+    compiler = _nvrtc()
+    ptx, mapping = compiler._NVRTCProgram(src, "numr.cu", name_expressions=names).compile(
+        G.OPTIONS + ("-arch=compute_80",))
+    assert set(mapping) == set(names)
+    return ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (cupy) is not installed")
+def test_every_kernel_family_compiles_with_nvrtc():
+    names = []
+    for ct in G.C_TYPES.values():
+        for code in G.codes().values():
+            names += [G.ew(ct, G.map_op(code, fn), 1, 4, 4) for fn in G.MAP_FN]
+            names += [G.ew(ct, G.bwd_op(code), 2, 8, 1),
+                      G.bias_act(ct, code, True, ACT[list(ACT)[code]].saves == "z", 4, 1),
+                      G.bwd_db(ct, code, 4, 4)]
+        for op in G.BIN_OPS:
+            names += [G.ew(ct, G.bin_op(op), 2, 4, 1), G.ews(ct, G.bin_op(op), True, 4, 1)]
+        names.append(G.seg_sum(ct))
+    ptx = _compile(G.source(), names)
+    # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
+    # operand of `ews` arrives as a double and is converted once)
+    for entry in re.split(r"\.entry ", ptx)[1:]:
+        name = entry.split("(")[0]
+        if re.match(r"_Z\d+(ew|bias_act|bwd_db|seg_sum)I[ft]", name):
+            assert ".f64" not in entry, name
+
+
+# -- the generated formulas, evaluated on the host ---------------------------------------------------------
+_S2, _C = mp.sqrt(2), mp.sqrt(2 / mp.pi)
+MP_ACT = {    # PyTorch's definitions, written independently of the table
+    "none": lambda z: z,
+    "relu": lambda z: z if z > 0 else 0 * z,
+    "sigmoid": lambda z: 1 / (1 + mp.exp(-z)),
+    "tanh": mp.tanh,
+    "silu": lambda z: z / (1 + mp.exp(-z)),
+    "gelu": lambda z: z / 2 * mp.erfc(-z / _S2),
+    "gelu_tanh": lambda z: z / (1 + mp.exp(-2 * _C * (z + mp.mpf("0.044715") * z ** 3))),
+    "leaky_relu": lambda z: z if z > 0 else z / 100,
+    "elu": lambda z: z if z > 0 else mp.expm1(z),
+    "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
+    "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
+    "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
+}
+KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,)}
+Z = np.concatenate([np.linspace(-12, 12, 97), [-1e4, -100, -88.5, -30, 30, 88.5, 100, 1e4,
+                                                0.0, 1e-7, -1e-7]])
+
+
+def _host_program(ctype):
+    body = G.KERNELS_CU.read_text()
+    helpers = body[body.index("// -- math helpers"):body.index(G.MARKER)]
+    calls = []
+    for name in ACT:
+        for fn in ("fwd", "dz", "d2"):
+            calls.append(f'    for (double z : zs) std::printf("%.17g\\n", (double)act_{fn}<{ACT[name].code}>'
+                         f"(({ctype})z));")
+    zs = ", ".join(repr(float(z)) for z in Z)
+    return ("#include <cmath>\n#include <cstdio>\nusing std::expm1; using std::log1p;\n"
+            "#define __device__\n#define __forceinline__ inline\n" + helpers
+            + G.activation_source() + "\nint main() {\n    const double zs[] = {" + zs + "};\n"
+            + "\n".join(calls) + "\n    return 0;\n}\n")
+
+
+_MP_CACHE = {}
+
+
+def _mp_diff(name, order, z):
+    """act^(order) at the points z, in float64 from 30-digit arithmetic (cached)."""
+    out = []
+    with mp.workdps(30):
+        for v in z:
+            key = (name, order, float(v))
+            if key not in _MP_CACHE:
+                _MP_CACHE[key] = float(mp.diff(MP_ACT[name], mp.mpf(float(v)), order))
+            out.append(_MP_CACHE[key])
+    return np.array(out)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("ctype, eps", [("double", 2.0 ** -52), ("float", 2.0 ** -23)])
+def test_generated_formulas_on_the_host(tmp_path, ctype, eps):
+    src = tmp_path / "acts.cpp"
+    src.write_text(_host_program(ctype))
+    exe = tmp_path / "acts"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", str(src), "-o", str(exe)],
+                   check=True, capture_output=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    got = np.array([float(v) for v in out]).reshape(len(ACT), 3, len(Z))
+    z = Z.astype(np.float32 if ctype == "float" else np.float64).astype(np.float64)
+    for i, name in enumerate(ACT):
+        away = np.all([np.abs(z - k) > 0.02 for k in KINKS.get(name, ())] + [z == z], axis=0)
+        for order in range(3):
+            g = got[i, order]
+            assert np.isfinite(g).all(), (name, order, z[~np.isfinite(g)])
+            m = away if order else np.ones(z.shape, bool)
+            want = _mp_diff(name, order, z[m])
+            # relative to the largest |act^(n)| within 1 of z: relative in the tails, absolute
+            # where act^(n) crosses zero
+            scale = np.max([np.abs(_mp_diff(name, order, z[m] + d)) for d in (-1, -0.5, 0, 0.5, 1)],
+                           axis=0)
+            bad = np.abs(g[m] - want) > 8 * eps * np.maximum(scale, 1e-300) + 1e-30
+            assert not bad.any(), (name, order, z[m][bad], g[m][bad], want[bad])
+
+
+# -- launch and GEMM plumbing, against fakes of the driver and of cuBLAS --------------------------------
+def test_launch_binds_the_arguments_once():
+    from numr_web.backends.cuda.launch import SIGNATURES, Launch
+    calls = []
+
+    class Driver:
+        @staticmethod
+        def launchKernel(*a):
+            calls.append(a)
+
+    class Raw:
+        kernel = type("F", (), {"ptr": 99})()
+    lau = Launch(Raw(), SIGNATURES["bwd_db"], Driver)
+    for args in [(1 << 40, 2 << 40, 3 << 40, 4 << 40, 7, 9), (5, 6, 7, 8, 2 ** 40, 0)]:
+        lau((3, 2), (32, 8), args, 1234)
+        assert lau.argument_values() == [a if a else None for a in args[:4]] + list(args[4:])
+        f, gx, gy, gz, bx, by, bz, smem, stream, params, extra = calls[-1]
+        assert (f, gx, gy, gz, bx, by, bz, smem, stream, extra) == (99, 3, 2, 1, 32, 8, 1, 0, 1234, 0)
+        assert params == lau.pp
+    assert SIGNATURES["ews"][1] == "d"
+
+
+class _Buf:
+    """A fake device array: numpy memory, a pointer into a registry, cupy's layout flags."""
+    mem = {}
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.shape, self.dtype = arr.shape, arr.dtype
+        self._c_contiguous, self._f_contiguous = arr.flags.c_contiguous, arr.flags.f_contiguous
+        ptr = 4096 * (len(_Buf.mem) + 1)
+        _Buf.mem[ptr] = arr
+        self.data = type("M", (), {"ptr": ptr})()
+
+
+def _col(ptr, rows, cols, ld):
+    """The column-major rows x cols matrix with leading dimension ld at ptr (raw memory order)."""
+    flat = np.ravel(_Buf.mem[ptr], order="K")
+    return np.stack([flat[j * ld:j * ld + rows] for j in range(cols)], axis=1)
+
+
+def test_gemm_layouts_map_to_cublas_flags():
+    """blas.Blas.matmul through a fake cuBLAS that computes with column-major semantics: the
+    transpose flags and leading dimensions give a @ b for every layout of the operands."""
+    import ctypes
+    from numr_web.backends.cuda import blas as B
+
+    def sgemm(h, ta, tb, m, n, k, alpha, A, lda, Bp, ldb, beta, C, ldc):
+        opa = _col(A, m, k, lda) if ta == 0 else _col(A, k, m, lda).T
+        opb = _col(Bp, k, n, ldb) if tb == 0 else _col(Bp, n, k, ldb).T
+        c = opa @ opb
+        out = np.ravel(_Buf.mem[C], order="K")
+        for j in range(n):
+            out[j * ldc:j * ldc + m] = c[:, j]
+        return 0
+    blas = B.Blas.__new__(B.Blas)
+    blas.lib = type("L", (), {"cublasSetStream_v2": staticmethod(lambda h, s: 0)})()
+    blas.handle = ctypes.c_void_p()
+    blas._ptrs = {"f": (0, 0), "d": (0, 0)}
+    blas._gemm = {"f": sgemm, "d": sgemm}
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
+    for a in (a0, np.asfortranarray(a0)):
+        for b in (b0, np.asfortranarray(b0)):
+            out = np.zeros((5, 4))
+            blas.matmul(_Buf(a), _Buf(b), _Buf(out), 0)
+            np.testing.assert_allclose(out, a0 @ b0, rtol=1e-14)
