@@ -246,6 +246,9 @@ INDEX = KernelFile(
         ("OFFSET_OUT", "element offset of the output"),
         ("OFFSET_A", "element offset of x (gather) or src (scatter_add)"),
         ("OFFSET_IDX", "element offset of the index"),
+        ("SEG_I", "seg_*: index positions (the 1-D index's length)"),
+        ("INNER", "seg_sum: elements after AXIS (the output is (N / (AXIS_LEN * INNER), AXIS_LEN, INNER))"),
+        ("IDX_STRIDE", "seg_*: element stride of the 1-D index"),
     ], arrays=[
         ("SHAPE", "shape of the output (gather: the index's shape)"),
         ("STRIDES_A", "element strides of x (gather) or src (scatter_add)"),
@@ -256,8 +259,12 @@ INDEX = KernelFile(
         ("out", "read_write", "array<S>", "the output, dense"),
         ("a", "read", "array<S>", "x (gather) or src (scatter_add)"),
         ("idx", "read", "array<i32>", "the index"),
+        ("seg", "read_write", "array<u32>", "seg_*: count (AXIS_LEN words), then start of each value's segment"),
+        ("perm", "read_write", "array<u32>", "seg_*: the index positions grouped by value, in increasing order"),
     ],
-    entries={"gather": ("out", "a", "idx"), "scatter_add": ("out", "a", "idx")},
+    entries={"gather": ("out", "a", "idx"), "scatter_add": ("out", "a", "idx"),
+             "seg_count": ("idx", "seg"), "seg_place": ("idx", "seg", "perm"),
+             "seg_sum": ("out", "a", "seg", "perm")},
     overrides=[],
 )
 
@@ -295,6 +302,7 @@ NORM = KernelFile(
         ("RMS", "bool", "false", "RMSNorm: no mean"),
         ("HAS_W", "bool", "false", "a weight"),
         ("HAS_B", "bool", "false", "a bias"),
+        ("LANES", "u32", "256u", "invocations per row: 1, 32 or WG (launch_norm.lanes)"),
     ],
 )
 
