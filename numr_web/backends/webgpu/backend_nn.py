@@ -28,6 +28,8 @@ class NNPrimitives:
 
     # -- indexing ----------------------------------------------------------------------------------
     def gather(self, h, axis, index):
+        if h.shape[axis] == 0:                 # nothing to read (the index was flagged)
+            return self.full(index.shape, 0, h.dtype)
         return idx.gather(self.d, h, axis, index, self.d.alloc(index.shape, h.dtype))
 
     def scatter_add(self, shape, axis, index, src):
@@ -115,10 +117,12 @@ class NNPrimitives:
         dq, dk, dv = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
                                    self._fresh(lse), mask, causal, scale, B, TQ, TK,
                                    self.loop_budget)
-        dq = self.binary("mul", dq, float(scale))
-        dk = self.binary("mul", dk, float(scale))
-        return tuple(self.reshape(self.astype(g, q.dtype), t.shape)
-                     for g, t in ((dq, q), (dk, k), (dv, v)))
+        out = []
+        for g, t, s in ((dq, q, scale), (dk, k, scale), (dv, v, None)):
+            g = self.slice(g, ((0, g.shape[0], 1), (0, t.shape[-1], 1)))   # the vec4 padding off
+            g = self.astype(g if s is None else self.binary("mul", g, float(s)), q.dtype)
+            out.append(self.reshape(g, t.shape))
+        return tuple(out)
 
     # -- convolution -------------------------------------------------------------------------------
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
