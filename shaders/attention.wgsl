@@ -133,8 +133,8 @@ fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let DV = mu(W_DV);
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         var s = 0.0;
-        for (var d = 0u; d < DV; d = d + 1u) { s = s + f32(dout[r * DV + d]) * f32(out[r * DV + d]); }
-        ld[2u * r] = f32(lse[r]);
+        for (var d = 0u; d < DV; d = d + 1u) { s = s + f32(dout[r * DV + d]) * f32(out_in[r * DV + d]); }
+        ld[2u * r] = f32(lse_in[r]);
         ld[2u * r + 1u] = s;
     }
 }

@@ -222,3 +222,16 @@ def test_prod_of_a_long_row():
     x = np.random.default_rng(7).uniform(0.9, 1.1, (3, 700)).astype(np.float32)
     got = nr.tensor(x, device="webgpu").prod(1).numpy()
     np.testing.assert_allclose(got, np.prod(x.astype(np.float64), axis=1), rtol=2e-5)
+
+
+def test_attention_backward_with_the_output_as_its_gradient():
+    """dout may be the forward's output itself (y.backward(y)): read-only bindings for both."""
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((2, 6, 8)).astype(np.float32) for _ in range(3))
+    x = [nr.tensor(a, device="webgpu", requires_grad=True) for a in (q, k, v)]
+    y = nr.scaled_dot_product_attention(*x, is_causal=True)
+    y.backward(y.detach())
+    ref, leaves = _attn_ref(q, k, v, causal=True)
+    ref.backward(ref.detach())
+    for got, leaf in zip(x, leaves):
+        np.testing.assert_allclose(got.grad.numpy(), leaf.grad.numpy(), rtol=1e-4, atol=2e-5)

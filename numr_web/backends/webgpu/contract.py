@@ -362,6 +362,8 @@ ATTENTION = KernelFile(
         ("out", "read_write", "array<S>", "the output (B, TQ, DV)"),
         ("lse", "read_write", "array<S>", "the log-sum-exp of each score row (B, TQ)"),
         ("dout", "read", "array<S>", "backward: the output gradient (B, TQ, DV) dense"),
+        ("out_in", "read", "array<S>", "backward: the forward's output (read-only: dout may share its buffer)"),
+        ("lse_in", "read", "array<S>", "backward: the forward's log-sum-exp"),
         ("ld", "read_write", "array<f32>", "backward: (lse, delta = sum(dout * out)) per query row"),
         ("dq", "read_write", "array<vec4<f32>>", "backward: dq / scale (B, TQ, D padded to vec4s)"),
         ("dk", "read_write", "array<vec4<f32>>", "backward: dk / scale (B, TK, D padded to vec4s)"),
@@ -369,7 +371,7 @@ ATTENTION = KernelFile(
     ],
     entries={"attn_fwd": ("q", "k", "v", "mask", "acc", "ml"),
              "attn_fwd_finish": ("acc", "ml", "out", "lse"),
-             "attn_bwd_prep": ("dout", "out", "lse", "ld"),
+             "attn_bwd_prep": ("dout", "out_in", "lse_in", "ld"),
              "attn_bwd_dq": ("q", "k", "v", "mask", "dout", "ld", "dq"),
              "attn_bwd_dkv": ("q", "k", "v", "mask", "dout", "ld", "dk", "dv")},
     overrides=[

@@ -112,8 +112,8 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     w[L.ROWS] = B * TQ
     pb = {}
     pb["dout"], _ = _bind(d, do)
-    pb["out"], _ = _bind(d, out)
-    pb["lse"], _ = _bind(d, lse)
+    pb["out_in"], _ = _bind(d, out)
+    pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
     d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
     bufs = _common(d, q, k, v, mask, w)
