@@ -249,6 +249,8 @@ INDEX = KernelFile(
         ("SEG_I", "seg_*: index positions (the 1-D index's length)"),
         ("INNER", "seg_sum: elements after AXIS (the output is (N / (AXIS_LEN * INNER), AXIS_LEN, INNER))"),
         ("IDX_STRIDE", "seg_*: element stride of the 1-D index"),
+        ("SEG_CHUNK", "seg_*: positions per chunk of the counting sort"),
+        ("SEG_CHUNKS", "seg_*: chunks of the counting sort"),
     ], arrays=[
         ("SHAPE", "shape of the output (gather: the index's shape)"),
         ("STRIDES_A", "element strides of x (gather) or src (scatter_add)"),
@@ -259,11 +261,12 @@ INDEX = KernelFile(
         ("out", "read_write", "array<S>", "the output, dense"),
         ("a", "read", "array<S>", "x (gather) or src (scatter_add)"),
         ("idx", "read", "array<i32>", "the index"),
-        ("seg", "read_write", "array<u32>", "seg_*: count (AXIS_LEN words), then start of each value's segment"),
+        ("seg", "read_write", "array<u32>", "seg_*: per (chunk, value) counts / offsets, per value totals and segment starts"),
         ("perm", "read_write", "array<u32>", "seg_*: the index positions grouped by value, in increasing order"),
     ],
     entries={"gather": ("out", "a", "idx"), "scatter_add": ("out", "a", "idx"),
-             "seg_count": ("idx", "seg"), "seg_place": ("idx", "seg", "perm"),
+             "seg_count": ("idx", "seg"), "seg_total": ("seg",), "seg_offsets": ("seg",),
+             "seg_place": ("idx", "seg", "perm"),
              "seg_sum": ("out", "a", "seg", "perm")},
     overrides=[],
 )
