@@ -10,6 +10,11 @@
 // invocation loops past the adapter's budget; the running state lives in f32 buffers between them.
 
 const MAXD4: u32 = 32u;                 // contract.ATTN_MAX_D / 4: vec4s per private row
+const AWG: u32 = 64u;                   // contract.ATTN_WG: invocations per workgroup (small
+                                        // workgroups: a short sequence still fills the GPU)
+
+fn row_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 { return (wid.y * nwg.x + wid.x) * AWG + lid; }
+fn row_stride(nwg: vec3<u32>) -> u32 { return nwg.x * nwg.y * AWG; }
 
 fn n4(n: u32) -> u32 { return (n + 3u) / 4u; }
 
@@ -70,7 +75,7 @@ fn score(qr: ptr<function, array<vec4<f32>, MAXD4>>, b: u32, i: u32, j: u32, mb:
     return s;
 }
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(AWG)
 fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
@@ -79,7 +84,7 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let DV4 = n4(DV);
     var qr: array<vec4<f32>, MAXD4>;
     var ac: array<vec4<f32>, MAXD4>;
-    for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
+    for (var r = row_id(wid, nwg, lid); r < mu(W_ROWS); r = r + row_stride(nwg)) {
         let b = r / mu(W_TQ);
         let i = r % mu(W_TQ);
         for (var c = 0u; c < D4; c = c + 1u) { qr[c] = ld_q(r * D, 4u * c, D); }
@@ -117,11 +122,11 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 }
 
 // (lse, delta = sum(dout * out)) per query row
-@compute @workgroup_size(WG)
+@compute @workgroup_size(AWG)
 fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
     let DV = mu(W_DV);
-    for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
+    for (var r = row_id(wid, nwg, lid); r < mu(W_ROWS); r = r + row_stride(nwg)) {
         var s = 0.0;
         for (var d = 0u; d < DV; d = d + 1u) { s = s + f32(dout[r * DV + d]) * f32(out_in[r * DV + d]); }
         ld[2u * r] = f32(lse_in[r]);
@@ -130,7 +135,7 @@ fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 }
 
 // dq / SCALE += sum over the chunk's keys j of p_ij (dout_i . v_j - delta_i) k_j
-@compute @workgroup_size(WG)
+@compute @workgroup_size(AWG)
 fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
@@ -140,7 +145,7 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     var qr: array<vec4<f32>, MAXD4>;
     var gr: array<vec4<f32>, MAXD4>;
     var ad: array<vec4<f32>, MAXD4>;
-    for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
+    for (var r = row_id(wid, nwg, lid); r < mu(W_ROWS); r = r + row_stride(nwg)) {
         let b = r / mu(W_TQ);
         let i = r % mu(W_TQ);
         for (var c = 0u; c < D4; c = c + 1u) { qr[c] = ld_q(r * D, 4u * c, D); }
@@ -169,7 +174,7 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 }
 
 // per key row j, over the chunk's queries i: dv += p_ij dout_i, dk / SCALE += ds_ij q_i
-@compute @workgroup_size(WG)
+@compute @workgroup_size(AWG)
 fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
@@ -181,7 +186,7 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     var vr: array<vec4<f32>, MAXD4>;
     var ak: array<vec4<f32>, MAXD4>;
     var av: array<vec4<f32>, MAXD4>;
-    for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
+    for (var r = row_id(wid, nwg, lid); r < mu(W_ROWS); r = r + row_stride(nwg)) {
         let b = r / mu(W_TK);
         let j = r % mu(W_TK);
         for (var c = 0u; c < D4; c = c + 1u) { kr[c] = ld_k(r * D, 4u * c, D); }

@@ -334,6 +334,7 @@ CONV = KernelFile(
 
 # -- attention.wgsl --------------------------------------------------------------------------------------------
 ATTN_MAX_D = 128                 # head dims the attention kernels hold per invocation
+ATTN_WG = 64                     # invocations per workgroup of the attention kernels
 
 ATTENTION = KernelFile(
     "attention.wgsl",

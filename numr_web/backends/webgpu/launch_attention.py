@@ -13,7 +13,7 @@ import struct
 
 from ...errors import BackendLimitError
 from ...dtypes import float32
-from .contract import ATTENTION, ATTN_MAX_D, MAXD
+from .contract import ATTENTION, ATTN_MAX_D, ATTN_WG, MAXD
 from .views import coalesce
 
 K = ATTENTION
@@ -27,6 +27,11 @@ def chunk(n, per_item, fixed, budget):
         return max(n, 1)
     room = budget // 2 - fixed
     return max(1, min(max(n, 1), room // max(1, per_item)))
+
+
+def _grid(d, rows):
+    """One invocation per row, ATTN_WG per workgroup."""
+    return d.grid_wg(-(-rows // ATTN_WG))
 
 
 def _n4(n):
@@ -95,7 +100,7 @@ def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
         wc[L.LAST] = int(j0 + kc >= TK)
-        d.launch(_FILE, "attn_fwd", q.dtype, consts, wc, bufs, d.grid(rows))
+        d.launch(_FILE, "attn_fwd", q.dtype, consts, wc, bufs, _grid(d, rows))
     return out, lse
 
 
@@ -116,7 +121,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     pb["out_in"], _ = _bind(d, out)
     pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
-    d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
+    d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, _grid(d, B * TQ))
     bufs = _common(d, q, k, v, mask, w)
     bufs["dout"], bufs["ld"] = pb["dout"], pb["ld"]
     qb = dict(bufs)
@@ -125,7 +130,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     for j0 in range(0, max(TK, 1), kc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
-        d.launch(_FILE, "attn_bwd_dq", q.dtype, consts, wc, qb, d.grid(B * TQ))
+        d.launch(_FILE, "attn_bwd_dq", q.dtype, consts, wc, qb, _grid(d, B * TQ))
     kb = dict(bufs)
     kb["dk"], _ = _bind(d, dk)
     kb["dv"], _ = _bind(d, dv)
@@ -134,5 +139,5 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     for i0 in range(0, max(TQ, 1), qc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = i0, min(TQ, i0 + qc), int(i0 == 0)
-        d.launch(_FILE, "attn_bwd_dkv", q.dtype, consts, wc, kb, d.grid(B * TK))
+        d.launch(_FILE, "attn_bwd_dkv", q.dtype, consts, wc, kb, _grid(d, B * TK))
     return dq, dk, dv
