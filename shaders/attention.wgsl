@@ -59,9 +59,9 @@ fn mask_base(b: u32) -> u32 {
     return o;
 }
 
-// whether key j is visible from query i (causal: keys up to i, aligned to the end as torch's)
+// whether key j is visible from query i (causal: keys 0..i, the top-left aligned tril torch uses)
 fn visible(i: u32, j: u32) -> bool {
-    return !CAUSAL || j + mu(W_TQ) <= i + mu(W_TK);
+    return !CAUSAL || j <= i;
 }
 
 // the scaled, masked score of query row qr (private copy) and key j of batch b
@@ -200,7 +200,7 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
         let mb = mask_base(b);
         var i0 = mu(W_J0);
-        if (CAUSAL && j + TQ > mu(W_TK)) { i0 = max(i0, j + TQ - mu(W_TK)); }
+        if (CAUSAL) { i0 = max(i0, j); }          // queries before j do not see key j
         for (var i = i0; i < mu(W_J1); i = i + 1u) {
             let qb = (b * TQ + i) * D;
             var s = 0.0;

@@ -94,10 +94,7 @@ def _attn_ref(q, k, v, mask=None, causal=False, scale=None):
     engine's cpu reference; torch's is_causal aligns to the start, so it is given as a mask."""
     qt, kt, vt = (t64(x).requires_grad_() for x in (q, k, v))
     mt = None if mask is None else (torch.tensor(mask) if mask.dtype == np.bool_ else t64(mask))
-    if causal:
-        tq, tk = q.shape[-2], k.shape[-2]
-        mt = torch.arange(tk)[None, :] <= torch.arange(tq)[:, None] + (tk - tq)
-    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mt, scale=scale)
+    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mt, is_causal=causal, scale=scale)
     return out, (qt, kt, vt)
 
 

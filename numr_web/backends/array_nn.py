@@ -81,7 +81,7 @@ class ArrayNN:
         s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
         if causal:
             tq, tk = s.shape[-2], s.shape[-1]
-            keep = xp.arange(tk)[None, :] <= xp.arange(tq)[:, None] + (tk - tq)
+            keep = xp.arange(tk)[None, :] <= xp.arange(tq)[:, None]   # torch: tril, top-left aligned
             s = xp.where(keep, s, -xp.inf)
         if mask is not None:
             s = xp.where(mask, s, -xp.inf) if mask.dtype == xp.bool_ else s + self._widen(mask)

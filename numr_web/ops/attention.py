@@ -55,8 +55,8 @@ def _scores(q, k, mask, causal, scale):
 
 
 def _causal_mask(tq, tk, device):
-    return arange(tk, device=device).reshape(1, tk) <= \
-        arange(tq, device=device).reshape(tq, 1) + (tk - tq)
+    # torch's is_causal: tril(ones(tq, tk)), top-left aligned: query i sees keys 0..i
+    return arange(tk, device=device).reshape(1, tk) <= arange(tq, device=device).reshape(tq, 1)
 
 
 def _composed_grads(g, q, k, v, mask, causal, scale):

@@ -107,7 +107,7 @@ class NNPrimitives:
         if causal:
             tq, tk = q.shape[-2], k.shape[-2]
             cols = self.reshape(self.arange(0, tk, 1, int32), (1, tk))
-            rows = self.binary("add", self.reshape(self.arange(0, tq, 1, int32), (tq, 1)), tk - tq)
+            rows = self.reshape(self.arange(0, tq, 1, int32), (tq, 1))   # torch: query i sees keys 0..i
             s = self.where(self.binary("le", cols, rows), s, float("-inf"))
         return s if mask is None else self.binary("add", s, mask)
 
