@@ -201,7 +201,7 @@ class _Graph:
             rec.begin()
         except Exception as e:
             return f"the device cannot record: {type(e).__name__}: {e}"
-        saved_checks = be._take_checks()
+        saved_checks = be.take_checks()
         try:
             out = self.fn(*self.args, **self.kwargs)
             why = self._carry(tensors, dicts, rng_state)
@@ -213,18 +213,18 @@ class _Graph:
             rec.abort()
             self._restore(tensors, dicts, grads=True)
             _default_rng.setstate(rng_state)
-            be._checks = saved_checks
+            be.put_checks(saved_checks)
             return why
         try:
             self.graph = rec.end()
         except NumrError as e:                  # the capture was invalidated on the device
             self._restore(tensors, dicts, grads=True)
             _default_rng.setstate(rng_state)
-            be._checks = saved_checks
+            be.put_checks(saved_checks)
             return str(e)
         self.pool = rec.pool                # addresses the graph writes stay reserved
-        self.checks = be._take_checks()     # value checks made by the step: re-armed per replay
-        be._checks = saved_checks
+        self.checks = be.take_checks()     # value checks made by the step: re-armed per replay
+        be.put_checks(saved_checks)
         self.out = out
         self._restore(tensors, dicts)
         # what replays rely on: parameters keep their storage, Python values of the state stay

@@ -150,6 +150,31 @@ def test_out_of_range_indices_are_reported(device):
         nr.index_select(w, 0, nr.tensor([-1], device=device)).tolist()
 
 
+def test_a_deferred_index_check_belongs_to_the_task_that_queued_it(device):
+    """Two coroutines share a device: one indexes out of range, the other reads back a good
+    result; only the first sees the ShapeError (checks are per task, as grad mode is)."""
+    import asyncio
+    w = nr.ones((4, 2), device=device)
+
+    async def bad():
+        out = nr.embedding(nr.tensor([1, 4], device=device), w)     # cpu may raise right here
+        for _ in range(3):                                          # the other task reads first
+            await asyncio.sleep(0)
+        return await out.read()
+
+    async def good():
+        await asyncio.sleep(0)
+        out = nr.embedding(nr.tensor([0, 3], device=device), w)
+        return await out.read()
+
+    async def both():
+        return await asyncio.gather(bad(), good(), return_exceptions=True)
+
+    r_bad, r_good = asyncio.run(both())
+    assert isinstance(r_bad, nr.ShapeError) and "out of range" in str(r_bad)
+    assert r_good == [[1.0, 1.0], [1.0, 1.0]]
+
+
 def test_dropout_is_seeded_and_scaled(device):
     x = nr.ones((64, 64), device=device)
     a = nr.dropout(x, 0.25, seed=5).numpy()

@@ -11,6 +11,8 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 """
 from __future__ import annotations
 
+import contextvars
+
 from ..errors import ShapeError
 from ..host import HostArray, buffer_values
 
@@ -39,21 +41,42 @@ class Backend:
         return False
 
     # -- checks on values, without a readback --------------------------------------------------------
-    _checks = None                # message -> 0-d bool handle (true: the check failed)
+    # Pending checks (message -> 0-d bool handle, true: the check failed) are kept per async task
+    # (a ContextVar holding an immutable snapshot): a check queued by one coroutine is raised at
+    # that coroutine's next readback, never in another's, and a task switch inside `binary`
+    # (a first-use kernel compile under JSPI) cannot lose or clear another task's checks.
+    def _pending(self):
+        var = self.__dict__.get("_checks_var")
+        if var is None:
+            var = self.__dict__["_checks_var"] = contextvars.ContextVar(
+                f"numr_checks_{type(self).__name__}_{id(self)}", default=None)
+        return var
 
     def check_later(self, flag, message):
         """Report ShapeError(message) if the 0-d bool handle `flag` is true: at the next readback
         (a GPU backend must not wait for the device here), like CUDA's device-side asserts."""
         if flag is None:
             return
-        if self._checks is None:
-            self._checks = {}
-        prev = self._checks.get(message)
-        self._checks[message] = flag if prev is None else self.binary("maximum", prev, flag)
+        var = self._pending()
+        prev = (var.get() or {}).get(message)
+        combined = flag if prev is None else self.binary("maximum", prev, flag)
+        checks = dict(var.get() or {})       # re-read: binary() may have let other work run
+        checks[message] = combined
+        var.set(checks)
 
     def _take_checks(self):
-        checks, self._checks = self._checks, None
+        var = self._pending()
+        checks = var.get()
+        var.set(None)
         return checks or {}
+
+    def take_checks(self):
+        """Remove and return this task's pending checks (step capture sets them aside)."""
+        return self._take_checks()
+
+    def put_checks(self, checks):
+        """Make `checks` (from take_checks) this task's pending checks again."""
+        self._pending().set(dict(checks) if checks else None)
 
     def raise_failed_checks(self):
         """Called by every synchronous readback before it reads."""
