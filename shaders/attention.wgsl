@@ -4,11 +4,44 @@
 //
 // Metadata words, bindings, overrides: contract.ATTENTION (the generated header). q, k, v, dout
 // are dense (B, T, d); the mask is a strided view of (B..., TQ, TK). One invocation per query row
-// (per key row in attn_bwd_dkv), holding its rows of at most ATTN_MAX_D values in private memory.
+// (per key row in attn_bwd_dkv), holding its rows of at most ATTN_MAX_D values in private memory
+// as vec4s (a row's last vec4 is padded with zeros: D and DV need not be multiples of 4).
 // Keys (queries in attn_bwd_dkv) come in chunks [J0, J1), one dispatch each, so that no
 // invocation loops past the adapter's budget; the running state lives in f32 buffers between them.
 
-const MAXD: u32 = 128u;                 // contract.ATTN_MAX_D
+const MAXD4: u32 = 32u;                 // contract.ATTN_MAX_D / 4: vec4s per private row
+
+fn n4(n: u32) -> u32 { return (n + 3u) / 4u; }
+
+// element d..d+3 of a row starting at `base` of n elements (zeros past n), per binding
+fn ld_q(base: u32, d: u32, n: u32) -> vec4<f32> {
+    var x = vec4<f32>(f32(q[base + d]), 0.0, 0.0, 0.0);
+    if (d + 1u < n) { x.y = f32(q[base + d + 1u]); }
+    if (d + 2u < n) { x.z = f32(q[base + d + 2u]); }
+    if (d + 3u < n) { x.w = f32(q[base + d + 3u]); }
+    return x;
+}
+fn ld_k(base: u32, d: u32, n: u32) -> vec4<f32> {
+    var x = vec4<f32>(f32(k[base + d]), 0.0, 0.0, 0.0);
+    if (d + 1u < n) { x.y = f32(k[base + d + 1u]); }
+    if (d + 2u < n) { x.z = f32(k[base + d + 2u]); }
+    if (d + 3u < n) { x.w = f32(k[base + d + 3u]); }
+    return x;
+}
+fn ld_v(base: u32, d: u32, n: u32) -> vec4<f32> {
+    var x = vec4<f32>(f32(v[base + d]), 0.0, 0.0, 0.0);
+    if (d + 1u < n) { x.y = f32(v[base + d + 1u]); }
+    if (d + 2u < n) { x.z = f32(v[base + d + 2u]); }
+    if (d + 3u < n) { x.w = f32(v[base + d + 3u]); }
+    return x;
+}
+fn ld_do(base: u32, d: u32, n: u32) -> vec4<f32> {
+    var x = vec4<f32>(f32(dout[base + d]), 0.0, 0.0, 0.0);
+    if (d + 1u < n) { x.y = f32(dout[base + d + 1u]); }
+    if (d + 2u < n) { x.z = f32(dout[base + d + 2u]); }
+    if (d + 3u < n) { x.w = f32(dout[base + d + 3u]); }
+    return x;
+}
 
 fn mask_base(b: u32) -> u32 {
     var rem = b;
@@ -27,11 +60,11 @@ fn visible(i: u32, j: u32) -> bool {
 }
 
 // the scaled, masked score of query row qr (private copy) and key j of batch b
-fn score(qr: ptr<function, array<f32, MAXD>>, b: u32, i: u32, j: u32, mb: u32) -> f32 {
+fn score(qr: ptr<function, array<vec4<f32>, MAXD4>>, b: u32, i: u32, j: u32, mb: u32) -> f32 {
     let D = mu(W_D);
     let kb = (b * mu(W_TK) + j) * D;
     var s = 0.0;
-    for (var d = 0u; d < D; d = d + 1u) { s = s + (*qr)[d] * f32(k[kb + d]); }
+    for (var c = 0u; c < n4(D); c = c + 1u) { s = s + dot((*qr)[c], ld_k(kb, 4u * c, D)); }
     s = s * mf(W_SCALE);
     if (HAS_MASK) { s = s + f32(mask[mb + i * mu(W_MASK_SQ) + j * mu(W_MASK_SK)]); }
     return s;
@@ -42,20 +75,22 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
     let DV = mu(W_DV);
-    var qr: array<f32, MAXD>;
-    var ac: array<f32, MAXD>;
+    let D4 = n4(D);
+    let DV4 = n4(DV);
+    var qr: array<vec4<f32>, MAXD4>;
+    var ac: array<vec4<f32>, MAXD4>;
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         let b = r / mu(W_TQ);
         let i = r % mu(W_TQ);
-        for (var d = 0u; d < D; d = d + 1u) { qr[d] = f32(q[r * D + d]); }
+        for (var c = 0u; c < D4; c = c + 1u) { qr[c] = ld_q(r * D, 4u * c, D); }
         var m = -inf_f32();
         var l = 0.0;
         if (mu(W_FIRST) != 0u) {
-            for (var d = 0u; d < DV; d = d + 1u) { ac[d] = 0.0; }
+            for (var c = 0u; c < DV4; c = c + 1u) { ac[c] = vec4<f32>(0.0); }
         } else {
             m = ml[2u * r];
             l = ml[2u * r + 1u];
-            for (var d = 0u; d < DV; d = d + 1u) { ac[d] = acc[r * DV + d]; }
+            for (var c = 0u; c < DV4; c = c + 1u) { ac[c] = acc[r * DV4 + c]; }
         }
         let mb = mask_base(b);
         for (var j = mu(W_J0); j < mu(W_J1); j = j + 1u) {
@@ -67,12 +102,12 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             let p = exp(s - mn);
             l = l * alpha + p;
             let vb = (b * mu(W_TK) + j) * DV;
-            for (var d = 0u; d < DV; d = d + 1u) { ac[d] = ac[d] * alpha + p * f32(v[vb + d]); }
+            for (var c = 0u; c < DV4; c = c + 1u) { ac[c] = ac[c] * alpha + p * ld_v(vb, 4u * c, DV); }
             m = mn;
         }
         ml[2u * r] = m;
         ml[2u * r + 1u] = l;
-        for (var d = 0u; d < DV; d = d + 1u) { acc[r * DV + d] = ac[d]; }
+        for (var c = 0u; c < DV4; c = c + 1u) { acc[r * DV4 + c] = ac[c]; }
     }
 }
 
@@ -81,9 +116,12 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 fn attn_fwd_finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
     let DV = mu(W_DV);
+    let DV4 = n4(DV);
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         let l = ml[2u * r + 1u];
-        for (var d = 0u; d < DV; d = d + 1u) { out[r * DV + d] = S(acc[r * DV + d] / l); }
+        for (var d = 0u; d < DV; d = d + 1u) {
+            out[r * DV + d] = S(acc[r * DV4 + d / 4u][d % 4u] / l);
+        }
         lse[r] = S(ml[2u * r] + log(l));
     }
 }
@@ -107,17 +145,19 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
                @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
     let DV = mu(W_DV);
-    var qr: array<f32, MAXD>;
-    var gr: array<f32, MAXD>;
-    var ad: array<f32, MAXD>;
+    let D4 = n4(D);
+    let DV4 = n4(DV);
+    var qr: array<vec4<f32>, MAXD4>;
+    var gr: array<vec4<f32>, MAXD4>;
+    var ad: array<vec4<f32>, MAXD4>;
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         let b = r / mu(W_TQ);
         let i = r % mu(W_TQ);
-        for (var d = 0u; d < D; d = d + 1u) { qr[d] = f32(q[r * D + d]); }
-        for (var d = 0u; d < DV; d = d + 1u) { gr[d] = f32(dout[r * DV + d]); }
+        for (var c = 0u; c < D4; c = c + 1u) { qr[c] = ld_q(r * D, 4u * c, D); }
+        for (var c = 0u; c < DV4; c = c + 1u) { gr[c] = ld_do(r * DV, 4u * c, DV); }
         let first = mu(W_FIRST) != 0u;
-        for (var d = 0u; d < D; d = d + 1u) {
-            if (first) { ad[d] = 0.0; } else { ad[d] = dq[r * D + d]; }
+        for (var c = 0u; c < D4; c = c + 1u) {
+            if (first) { ad[c] = vec4<f32>(0.0); } else { ad[c] = dq[r * D4 + c]; }
         }
         let lse_i = ld[2u * r];
         let delta = ld[2u * r + 1u];
@@ -129,12 +169,12 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             let p = exp(s - lse_i);
             let vb = (b * mu(W_TK) + j) * DV;
             var dp = 0.0;
-            for (var d = 0u; d < DV; d = d + 1u) { dp = dp + gr[d] * f32(v[vb + d]); }
+            for (var c = 0u; c < DV4; c = c + 1u) { dp = dp + dot(gr[c], ld_v(vb, 4u * c, DV)); }
             let ds = p * (dp - delta);
             let kb = (b * mu(W_TK) + j) * D;
-            for (var d = 0u; d < D; d = d + 1u) { ad[d] = ad[d] + ds * f32(k[kb + d]); }
+            for (var c = 0u; c < D4; c = c + 1u) { ad[c] = ad[c] + ds * ld_k(kb, 4u * c, D); }
         }
-        for (var d = 0u; d < D; d = d + 1u) { dq[r * D + d] = ad[d]; }
+        for (var c = 0u; c < D4; c = c + 1u) { dq[r * D4 + c] = ad[c]; }
     }
 }
 
@@ -144,22 +184,24 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 @builtin(local_invocation_index) lid: u32) {
     let D = mu(W_D);
     let DV = mu(W_DV);
+    let D4 = n4(D);
+    let DV4 = n4(DV);
     let TQ = mu(W_TQ);
-    var kr: array<f32, MAXD>;
-    var vr: array<f32, MAXD>;
-    var ak: array<f32, MAXD>;
-    var av: array<f32, MAXD>;
+    var kr: array<vec4<f32>, MAXD4>;
+    var vr: array<vec4<f32>, MAXD4>;
+    var ak: array<vec4<f32>, MAXD4>;
+    var av: array<vec4<f32>, MAXD4>;
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         let b = r / mu(W_TK);
         let j = r % mu(W_TK);
-        for (var d = 0u; d < D; d = d + 1u) { kr[d] = f32(k[r * D + d]); }
-        for (var d = 0u; d < DV; d = d + 1u) { vr[d] = f32(v[r * DV + d]); }
+        for (var c = 0u; c < D4; c = c + 1u) { kr[c] = ld_k(r * D, 4u * c, D); }
+        for (var c = 0u; c < DV4; c = c + 1u) { vr[c] = ld_v(r * DV, 4u * c, DV); }
         let first = mu(W_FIRST) != 0u;
-        for (var d = 0u; d < D; d = d + 1u) {
-            if (first) { ak[d] = 0.0; } else { ak[d] = dk[r * D + d]; }
+        for (var c = 0u; c < D4; c = c + 1u) {
+            if (first) { ak[c] = vec4<f32>(0.0); } else { ak[c] = dk[r * D4 + c]; }
         }
-        for (var d = 0u; d < DV; d = d + 1u) {
-            if (first) { av[d] = 0.0; } else { av[d] = dv[r * DV + d]; }
+        for (var c = 0u; c < DV4; c = c + 1u) {
+            if (first) { av[c] = vec4<f32>(0.0); } else { av[c] = dv[r * DV4 + c]; }
         }
         let mb = mask_base(b);
         var i0 = mu(W_J0);
@@ -167,7 +209,7 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         for (var i = i0; i < mu(W_J1); i = i + 1u) {
             let qb = (b * TQ + i) * D;
             var s = 0.0;
-            for (var d = 0u; d < D; d = d + 1u) { s = s + f32(q[qb + d]) * kr[d]; }
+            for (var c = 0u; c < D4; c = c + 1u) { s = s + dot(ld_q(qb, 4u * c, D), kr[c]); }
             s = s * mf(W_SCALE);
             if (HAS_MASK) { s = s + f32(mask[mb + i * mu(W_MASK_SQ) + j * mu(W_MASK_SK)]); }
             if (s == -inf_f32()) { continue; }
@@ -175,15 +217,15 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             let p = exp(s - ld[2u * row]);
             let gb = row * DV;
             var dp = 0.0;
-            for (var d = 0u; d < DV; d = d + 1u) {
-                let g = f32(dout[gb + d]);
-                dp = dp + g * vr[d];
-                av[d] = av[d] + p * g;
+            for (var c = 0u; c < DV4; c = c + 1u) {
+                let gv = ld_do(gb, 4u * c, DV);
+                dp = dp + dot(gv, vr[c]);
+                av[c] = av[c] + p * gv;
             }
             let ds = p * (dp - ld[2u * row + 1u]);
-            for (var d = 0u; d < D; d = d + 1u) { ak[d] = ak[d] + ds * f32(q[qb + d]); }
+            for (var c = 0u; c < D4; c = c + 1u) { ak[c] = ak[c] + ds * ld_q(qb, 4u * c, D); }
         }
-        for (var d = 0u; d < D; d = d + 1u) { dk[r * D + d] = ak[d]; }
-        for (var d = 0u; d < DV; d = d + 1u) { dv[r * DV + d] = av[d]; }
+        for (var c = 0u; c < D4; c = c + 1u) { dk[r * D4 + c] = ak[c]; }
+        for (var c = 0u; c < DV4; c = c + 1u) { dv[r * DV4 + c] = av[c]; }
     }
 }

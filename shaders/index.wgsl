@@ -76,3 +76,71 @@ fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         out[o] = store_c(acc);
     }
 }
+
+// scatter_add of a 1-D index broadcast over the other dims (x[idx], embedding backward) as a
+// sort-free segmented reduction: seg_count counts each value's positions, seg_place lists them
+// (grouped by value, increasing within a group: a stable counting sort), seg_sum sums each output's
+// segment in that order. The same order as scatter_add's scan, in O(positions) per output row
+// instead of O(positions) per output element.
+fn seg_value(i: u32) -> u32 {
+    return wrap_index(idx[mu(W_OFFSET_IDX) + i * mu(W_IDX_STRIDE)], mu(W_AXIS_LEN));
+}
+
+// one invocation per value v: seg[v] = its count
+@compute @workgroup_size(WG)
+fn seg_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let nv = mu(W_AXIS_LEN);
+    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
+        var c = 0u;
+        for (var i = 0u; i < mu(W_SEG_I); i = i + 1u) {
+            if (seg_value(i) == v) { c = c + 1u; }
+        }
+        seg[v] = c;
+    }
+}
+
+// one invocation per value v: its segment's start (the counts of the values before it), and its
+// positions written there in increasing order
+@compute @workgroup_size(WG)
+fn seg_place(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let nv = mu(W_AXIS_LEN);
+    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
+        var start = 0u;
+        for (var u = 0u; u < v; u = u + 1u) { start = start + seg[u]; }
+        seg[nv + v] = start;
+        var r = start;
+        for (var i = 0u; i < mu(W_SEG_I); i = i + 1u) {
+            if (seg_value(i) == v) {
+                perm[r] = i;
+                r = r + 1u;
+            }
+        }
+    }
+}
+
+// one invocation per output element (p, v, q): the sum of src[p, i, q] over the positions i of
+// v's segment (the launcher takes this path only when SEG_I fits the loop budget); src dense
+// (P, SEG_I, INNER) at OFFSET_A
+@compute @workgroup_size(WG)
+fn seg_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let n = mu(W_N);
+    let nv = mu(W_AXIS_LEN);
+    let inner = mu(W_INNER);
+    for (var t = linear_id(wid, nwg, lid); t < n; t = t + grid_stride(nwg)) {
+        let q = t % inner;
+        let v = (t / inner) % nv;
+        let p = t / (inner * nv);
+        let o = mu(W_OFFSET_OUT) + t;
+        var acc = C(0);
+        let start = seg[nv + v];
+        let end = start + seg[v];
+        let base = mu(W_OFFSET_A) + p * mu(W_SEG_I) * inner + q;
+        for (var r = start; r < end; r = r + 1u) {
+            acc = acc + C(a[base + perm[r] * inner]);
+        }
+        out[o] = store_c(acc);
+    }
+}

@@ -14,12 +14,22 @@ from .views import prod
 
 class NNPrimitives:
 
+    @property
+    def cpu_adapter(self):
+        """Whether the adapter runs shaders on the CPU (llvmpipe, SwiftShader): kernels then
+        prefer one invocation per row to workgroup barriers."""
+        name = str(getattr(self.adapter, "name", "")).lower()
+        return str(getattr(self.adapter, "adapter_type", "")).lower() == "cpu" or \
+            "llvmpipe" in name or "swiftshader" in name
+
     def _fresh(self, h):
         """h dense from element 0 of its buffer (a copy unless it already is)."""
         return h if h.is_contiguous and h.offset == 0 else self._copy(h)
 
     # -- indexing ----------------------------------------------------------------------------------
     def gather(self, h, axis, index):
+        if h.shape[axis] == 0:                 # nothing to read (the index was flagged)
+            return self.full(index.shape, 0, h.dtype)
         return idx.gather(self.d, h, axis, index, self.d.alloc(index.shape, h.dtype))
 
     def scatter_add(self, shape, axis, index, src):
@@ -27,9 +37,13 @@ class NNPrimitives:
             return self.astype(self.scatter_add(shape, axis, index, self.astype(src, float32)),
                                float16)
         out = self.d.alloc(tuple(shape), src.dtype)
-        return idx.scatter_add(self.d, out, axis, index, src, self.loop_budget // 2)
+        return idx.scatter_add(self.d, out, axis, index, self.contiguous(src),
+                               self.loop_budget // 2)
 
     # -- normalization -----------------------------------------------------------------------------
+    def _norm_lanes(self, n):
+        return norm.lanes(n, self.loop_budget, self.cpu_adapter)
+
     def layer_norm(self, x, weight, bias, k, eps, rms):
         lead = x.shape[:x.ndim - k]
         rows, n = prod(lead), prod(x.shape[x.ndim - k:])
@@ -40,7 +54,7 @@ class NNPrimitives:
         if rows and n:
             norm.forward(self.d, xc, None if weight is None else self.contiguous(weight),
                          None if bias is None else self.contiguous(bias), y, mean, rstd, rows, n,
-                         eps, rms, self.loop_budget)
+                         eps, rms, self._norm_lanes(n))
         return y, mean, rstd
 
     def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
@@ -52,7 +66,7 @@ class NNPrimitives:
             norm.backward(self.d, self.contiguous(dy), self.contiguous(x),
                           None if weight is None else self.contiguous(weight),
                           None if mean is None else self.contiguous(mean), self.contiguous(rstd),
-                          dx, gx, rows, n, rms, self.loop_budget)
+                          dx, gx, rows, n, rms, self._norm_lanes(n))
         dw = db = None
         if weight is not None:
             if rows:
@@ -103,10 +117,12 @@ class NNPrimitives:
         dq, dk, dv = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
                                    self._fresh(lse), mask, causal, scale, B, TQ, TK,
                                    self.loop_budget)
-        dq = self.binary("mul", dq, float(scale))
-        dk = self.binary("mul", dk, float(scale))
-        return tuple(self.reshape(self.astype(g, q.dtype), t.shape)
-                     for g, t in ((dq, q), (dk, k), (dv, v)))
+        out = []
+        for g, t, s in ((dq, q, scale), (dk, k, scale), (dv, v, None)):
+            g = self.slice(g, ((0, g.shape[0], 1), (0, t.shape[-1], 1)))   # the vec4 padding off
+            g = self.astype(g if s is None else self.binary("mul", g, float(s)), q.dtype)
+            out.append(self.reshape(g, t.shape))
+        return tuple(out)
 
     # -- convolution -------------------------------------------------------------------------------
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):

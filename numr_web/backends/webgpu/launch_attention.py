@@ -28,6 +28,10 @@ def chunk(n, per_item, fixed, budget):
     return max(1, min(max(n, 1), room // max(1, per_item)))
 
 
+def _n4(n):
+    return -(-n // 4)
+
+
 def _f32_bits(v):
     return struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
@@ -77,12 +81,12 @@ def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget):
     rows = B * TQ
     w[L.ROWS] = rows
     consts = {"HAS_MASK": int(mask is not None), "CAUSAL": int(causal)}
-    acc = d.alloc((rows, DV), float32)
+    acc = d.alloc((rows, 4 * _n4(DV)), float32)
     ml = d.alloc((rows, 2), float32)
     bufs = _common(d, q, k, v, mask, w)
     bufs["acc"], _ = _bind(d, acc)
     bufs["ml"], _ = _bind(d, ml)
-    kc = chunk(TK, D + DV + 4, 3 * DV + D + 16, budget)
+    kc = chunk(TK, _n4(D) + _n4(DV) + 4, 3 * _n4(DV) + _n4(D) + 16, budget)
     for j0 in range(0, max(TK, 1), kc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
@@ -95,16 +99,16 @@ def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget):
 
 
 def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
-    """-> (dq / scale, dk / scale, dv) as new float32 arrays (B*TQ, D), (B*TK, D), (B*TK, DV);
-    every operand dense from element 0."""
+    """-> (dq / scale, dk / scale, dv) as new float32 arrays (B*TQ, D4), (B*TK, D4), (B*TK, DV4)
+    (head dims padded to whole vec4s: the caller slices them); every operand dense from element 0."""
     D, DV = q.shape[-1], v.shape[-1]
     check_dims(D, DV)
     w = _words(B, TQ, TK, D, DV, scale, mask)
     consts = {"HAS_MASK": int(mask is not None), "CAUSAL": int(causal)}
     ld = d.alloc((B * TQ, 2), float32)
-    dq = d.alloc((B * TQ, D), float32)
-    dk = d.alloc((B * TK, D), float32)
-    dv = d.alloc((B * TK, DV), float32)
+    dq = d.alloc((B * TQ, 4 * _n4(D)), float32)
+    dk = d.alloc((B * TK, 4 * _n4(D)), float32)
+    dv = d.alloc((B * TK, 4 * _n4(DV)), float32)
     w[L.ROWS] = B * TQ
     pb = {}
     pb["dout"], _ = _bind(d, do)
@@ -116,7 +120,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     bufs["dout"], bufs["ld"] = pb["dout"], pb["ld"]
     qb = dict(bufs)
     qb["dq"], _ = _bind(d, dq)
-    kc = chunk(TK, 2 * D + DV + 4, 3 * D + DV + 16, budget)
+    kc = chunk(TK, 2 * _n4(D) + _n4(DV) + 4, 3 * _n4(D) + 2 * _n4(DV) + 16, budget)
     for j0 in range(0, max(TK, 1), kc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
@@ -125,7 +129,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     kb["dk"], _ = _bind(d, dk)
     kb["dv"], _ = _bind(d, dv)
     w[L.ROWS] = B * TK
-    qc = chunk(TQ, 2 * D + 2 * DV + 4, 4 * D + 4 * DV + 16, budget)
+    qc = chunk(TQ, 2 * _n4(D) + _n4(DV) + 4, 4 * _n4(D) + 4 * _n4(DV) + 16, budget)
     for i0 in range(0, max(TQ, 1), qc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = i0, min(TQ, i0 + qc), int(i0 == 0)
