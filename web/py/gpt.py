@@ -3,6 +3,7 @@
 # nothing is downloaded), through numr_web.training.fit_async, the loop every demo uses; then it
 # writes text after a prompt. This file only adapts model + data + loop to the page: settings from
 # JS, progress events out through `emit`, Stop through `should_stop`.
+import asyncio
 import random
 import time
 
@@ -187,4 +188,5 @@ async def gpt_generate(cfg, emit=None, should_stop=None):
             break
         ids = await model.generate_async(ids, 1, temperature=temperature, top_k=top_k, rng=rng)
         send({"kind": "token", "text": vocab.decode(ids[-1:])})
+        await asyncio.sleep(0)                 # a turn for a newer prompt or a training step
     return _js({"prompt": prompt, "text": vocab.decode(ids[start:]), "superseded": superseded})

@@ -127,7 +127,7 @@ async function train() {
   const cfg = readFields(FIELDS);
   if (!cfg || !client) return;
   cfg.device = 'webgpu';
-  cfg.eval_every = Math.max(1, Math.min(25, Math.round(cfg.steps / 10)));
+  cfg.eval_every = Math.max(1, Math.min(25, Math.round(cfg.steps / 5)));     // >= 5 points on the chart
   clearError();
   $('train').disabled = true; $('stop').disabled = false;
   Object.assign(ui, { state: 'training', result: null, losses: [], vals: [], stepsPerS: null, error: null, statusLog: [], totalSteps: 0 });
