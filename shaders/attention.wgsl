@@ -105,24 +105,14 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             for (var c = 0u; c < DV4; c = c + 1u) { ac[c] = ac[c] * alpha + p * ld_v(vb, 4u * c, DV); }
             m = mn;
         }
-        ml[2u * r] = m;
-        ml[2u * r + 1u] = l;
-        for (var c = 0u; c < DV4; c = c + 1u) { acc[r * DV4 + c] = ac[c]; }
-    }
-}
-
-// out = acc / l, lse = m + log(l) (a row with no visible key: 0 / 0 = NaN and -inf, as softmax)
-@compute @workgroup_size(WG)
-fn attn_fwd_finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                   @builtin(local_invocation_index) lid: u32) {
-    let DV = mu(W_DV);
-    let DV4 = n4(DV);
-    for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
-        let l = ml[2u * r + 1u];
-        for (var d = 0u; d < DV; d = d + 1u) {
-            out[r * DV + d] = S(acc[r * DV4 + d / 4u][d % 4u] / l);
+        if (mu(W_LAST) != 0u) {           // out = acc / l, lse = m + log(l) (no visible key: NaN, -inf)
+            for (var d = 0u; d < DV; d = d + 1u) { out[r * DV + d] = S(ac[d / 4u][d % 4u] / l); }
+            lse[r] = S(m + log(l));
+        } else {
+            ml[2u * r] = m;
+            ml[2u * r + 1u] = l;
+            for (var c = 0u; c < DV4; c = c + 1u) { acc[r * DV4 + c] = ac[c]; }
         }
-        lse[r] = S(ml[2u * r] + log(l));
     }
 }
 
@@ -133,8 +123,8 @@ fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let DV = mu(W_DV);
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         var s = 0.0;
-        for (var d = 0u; d < DV; d = d + 1u) { s = s + f32(dout[r * DV + d]) * f32(out[r * DV + d]); }
-        ld[2u * r] = f32(lse[r]);
+        for (var d = 0u; d < DV; d = d + 1u) { s = s + f32(dout[r * DV + d]) * f32(out_in[r * DV + d]); }
+        ld[2u * r] = f32(lse_in[r]);
         ld[2u * r + 1u] = s;
     }
 }

@@ -78,40 +78,78 @@ fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 }
 
 // scatter_add of a 1-D index broadcast over the other dims (x[idx], embedding backward) as a
-// sort-free segmented reduction: seg_count counts each value's positions, seg_place lists them
-// (grouped by value, increasing within a group: a stable counting sort), seg_sum sums each output's
-// segment in that order. The same order as scatter_add's scan, in O(positions) per output row
+// sort-free segmented reduction: a stable counting sort of the positions by value, in parallel over
+// (chunk of SEG_CHUNK positions, value) pairs and without atomics, then seg_sum sums each output's
+// segment in that order: the same order as scatter_add's scan, in O(positions) per output row
 // instead of O(positions) per output element.
+// seg holds, for C = SEG_CHUNKS chunks and V = AXIS_LEN values: C * V counts (then offsets) at
+// [c * V + v], V totals at [C * V + v], V segment starts at [(C + 1) * V + v].
 fn seg_value(i: u32) -> u32 {
     return wrap_index(idx[mu(W_OFFSET_IDX) + i * mu(W_IDX_STRIDE)], mu(W_AXIS_LEN));
 }
 
-// one invocation per value v: seg[v] = its count
+// one invocation per (chunk c, value v): the positions of chunk c holding v
 @compute @workgroup_size(WG)
 fn seg_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let nv = mu(W_AXIS_LEN);
-    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
-        var c = 0u;
-        for (var i = 0u; i < mu(W_SEG_I); i = i + 1u) {
-            if (seg_value(i) == v) { c = c + 1u; }
+    let cs = mu(W_SEG_CHUNK);
+    for (var t = linear_id(wid, nwg, lid); t < mu(W_SEG_CHUNKS) * nv; t = t + grid_stride(nwg)) {
+        let v = t % nv;
+        let i0 = (t / nv) * cs;
+        let i1 = min(i0 + cs, mu(W_SEG_I));
+        var n = 0u;
+        for (var i = i0; i < i1; i = i + 1u) {
+            if (seg_value(i) == v) { n = n + 1u; }
         }
-        seg[v] = c;
+        seg[t] = n;
     }
 }
 
-// one invocation per value v: its segment's start (the counts of the values before it), and its
-// positions written there in increasing order
+// one invocation per value: its total over the chunks
+@compute @workgroup_size(WG)
+fn seg_total(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let nv = mu(W_AXIS_LEN);
+    let nc = mu(W_SEG_CHUNKS);
+    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
+        var n = 0u;
+        for (var c = 0u; c < nc; c = c + 1u) { n = n + seg[c * nv + v]; }
+        seg[nc * nv + v] = n;
+    }
+}
+
+// one invocation per value v: its segment's start (the totals of the values before it), and each
+// chunk's count of v turned into the offset where that chunk's positions of v go
+@compute @workgroup_size(WG)
+fn seg_offsets(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let nv = mu(W_AXIS_LEN);
+    let nc = mu(W_SEG_CHUNKS);
+    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
+        var base = 0u;
+        for (var u = 0u; u < v; u = u + 1u) { base = base + seg[nc * nv + u]; }
+        seg[(nc + 1u) * nv + v] = base;
+        for (var c = 0u; c < nc; c = c + 1u) {
+            let n = seg[c * nv + v];
+            seg[c * nv + v] = base;
+            base = base + n;
+        }
+    }
+}
+
+// one invocation per (chunk c, value v): chunk c's positions holding v, in increasing order
 @compute @workgroup_size(WG)
 fn seg_place(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let nv = mu(W_AXIS_LEN);
-    for (var v = linear_id(wid, nwg, lid); v < nv; v = v + grid_stride(nwg)) {
-        var start = 0u;
-        for (var u = 0u; u < v; u = u + 1u) { start = start + seg[u]; }
-        seg[nv + v] = start;
-        var r = start;
-        for (var i = 0u; i < mu(W_SEG_I); i = i + 1u) {
+    let cs = mu(W_SEG_CHUNK);
+    for (var t = linear_id(wid, nwg, lid); t < mu(W_SEG_CHUNKS) * nv; t = t + grid_stride(nwg)) {
+        let v = t % nv;
+        let i0 = (t / nv) * cs;
+        let i1 = min(i0 + cs, mu(W_SEG_I));
+        var r = seg[t];
+        for (var i = i0; i < i1; i = i + 1u) {
             if (seg_value(i) == v) {
                 perm[r] = i;
                 r = r + 1u;
@@ -128,19 +166,19 @@ fn seg_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
            @builtin(local_invocation_index) lid: u32) {
     let n = mu(W_N);
     let nv = mu(W_AXIS_LEN);
+    let nc = mu(W_SEG_CHUNKS);
     let inner = mu(W_INNER);
     for (var t = linear_id(wid, nwg, lid); t < n; t = t + grid_stride(nwg)) {
         let q = t % inner;
         let v = (t / inner) % nv;
         let p = t / (inner * nv);
-        let o = mu(W_OFFSET_OUT) + t;
-        var acc = C(0);
-        let start = seg[nv + v];
-        let end = start + seg[v];
+        let start = seg[(nc + 1u) * nv + v];
+        let end = start + seg[nc * nv + v];
         let base = mu(W_OFFSET_A) + p * mu(W_SEG_I) * inner + q;
+        var acc = C(0);
         for (var r = start; r < end; r = r + 1u) {
             acc = acc + C(a[base + perm[r] * inner]);
         }
-        out[o] = store_c(acc);
+        out[mu(W_OFFSET_OUT) + t] = store_c(acc);
     }
 }

@@ -44,23 +44,24 @@ def kernels_run(be, fn):
 
 
 def test_embedding_backward_with_repeated_indices_is_exact_and_chunked():
-    """scatter_add of a char-GPT's embedding backward (vocab 65, 2048 ids, dim 128): every output
+    """scatter_add of a char-GPT's embedding backward (vocab 65, 2050 ids: the last chunk of
+    the counting sort partial, dim 128): every output
     sums its rows in index order, so the segmented reduction (no budget) and the scan cut into
     dispatches by a small budget give the same bits, close to the float64 sum."""
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, 65, 2048).astype(np.int32)
+    ids = rng.integers(0, 65, 2050).astype(np.int32)
     ids[:50] = 7                                            # a heavily repeated id
-    g = rng.standard_normal((2048, 128)).astype(np.float32)
+    g = rng.standard_normal((2050, 128)).astype(np.float32)
     want = np.zeros((65, 128))
     np.add.at(want, ids, g.astype(np.float64))
     got = {}
     for budget in (0, 600):
         be = backend(loop_budget=budget)
-        index = be.expand(be.reshape(up(be, ids), (2048, 1)), (2048, 128))
+        index = be.expand(be.reshape(up(be, ids), (2050, 1)), (2050, 128))
         got[budget], ran = kernels_run(be, lambda: down(be, be.scatter_add((65, 128), 0, index,
                                                                             up(be, g))))
         if budget:
-            assert ran["index.scatter_add"] == -(-2048 // 300)
+            assert ran["index.scatter_add"] == -(-2050 // 300)
         else:
             assert ran["index.seg_sum"] == 1 and "index.scatter_add" not in ran
     np.testing.assert_array_equal(got[0], got[600])
@@ -136,16 +137,27 @@ def test_attention_across_chunks(budget, kind):
         np.testing.assert_allclose(down(be, got), leaf.grad.numpy(), rtol=1e-4, atol=2e-5)
 
 
-def test_attention_head_dim_128_and_limits():
+@pytest.mark.parametrize("D", [128, 160])
+def test_attention_head_dims_up_to_128_fused_and_beyond_composed(D):
+    """The fused kernels hold rows of up to 128 values; longer head dims take GEMMs and
+    reductions (the scores held in memory), with the same results."""
     be = nr.get_backend("webgpu")
     rng = np.random.default_rng(3)
-    q, k, v = (rng.standard_normal((1, 9, 128)).astype(np.float32) for _ in range(3))
-    out, _ = be.attention(*[up(be, x) for x in (q, k, v)], None, False, 128 ** -0.5)
-    ref, _ = _attn_ref(q, k, v)
+    q, k, v = (rng.standard_normal((2, 9, D)).astype(np.float32) for _ in range(3))
+    mask = rng.random((9, 9)) < 0.8
+    mask[:, 0] = True
+    mh = be.expand(up(be, mask), (2, 9, 9))
+    (out, lse), ran = kernels_run(be, lambda: be.attention(*[up(be, x) for x in (q, k, v)], mh,
+                                                          False, D ** -0.5))
+    assert ("attention.attn_fwd" in ran) == (D <= 128)
+    ref, leaves = _attn_ref(q, k, v, mask, scale=D ** -0.5)
     np.testing.assert_allclose(down(be, out), ref.detach().numpy(), rtol=2e-5, atol=2e-6)
-    big = up(be, rng.standard_normal((1, 4, 129)).astype(np.float32))
-    with pytest.raises(nr.BackendLimitError, match="head dims"):
-        be.attention(big, big, big, None, False, 1.0)
+    g = rng.standard_normal(ref.shape).astype(np.float32)
+    ref.backward(t64(g))
+    grads = be.attention_backward(up(be, g), *[up(be, x) for x in (q, k, v)], out, lse, mh,
+                                  False, D ** -0.5)
+    for got, leaf in zip(grads, leaves):
+        np.testing.assert_allclose(down(be, got), leaf.grad.numpy(), rtol=1e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("rms", [False, True])
@@ -211,3 +223,16 @@ def test_prod_of_a_long_row():
     x = np.random.default_rng(7).uniform(0.9, 1.1, (3, 700)).astype(np.float32)
     got = nr.tensor(x, device="webgpu").prod(1).numpy()
     np.testing.assert_allclose(got, np.prod(x.astype(np.float64), axis=1), rtol=2e-5)
+
+
+def test_attention_backward_with_the_output_as_its_gradient():
+    """dout may be the forward's output itself (y.backward(y)): read-only bindings for both."""
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((2, 6, 8)).astype(np.float32) for _ in range(3))
+    x = [nr.tensor(a, device="webgpu", requires_grad=True) for a in (q, k, v)]
+    y = nr.scaled_dot_product_attention(*x, is_causal=True)
+    y.backward(y.detach())
+    ref, leaves = _attn_ref(q, k, v, causal=True)
+    ref.backward(ref.detach())
+    for got, leaf in zip(x, leaves):
+        np.testing.assert_allclose(got.grad.numpy(), leaf.grad.numpy(), rtol=1e-4, atol=2e-5)

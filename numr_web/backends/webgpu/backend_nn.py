@@ -4,7 +4,7 @@ launch_conv) and the backend's own primitives (copies, casts, reductions). A mix
 WebGPUBackend (backend.py); semantics are those of the numpy reference (array_nn.py)."""
 from __future__ import annotations
 
-from ...dtypes import bool_, float16, float32
+from ...dtypes import bool_, float16, float32, int32
 from . import launch_attention as attn
 from . import launch_conv as conv
 from . import launch_index as idx
@@ -98,8 +98,44 @@ class NNPrimitives:
                        self.full(small.shape, float("-inf"), dtype))
         return self.expand(f, mask.shape)
 
+    def _composed(self, q, k, v):
+        """Head dims beyond the fused kernels' ATTN_MAX_D: GEMMs and reductions, scores held."""
+        return max(q.shape[-1], v.shape[-1]) > attn.ATTN_MAX_D
+
+    def _scores(self, q, k, mask, causal, scale):
+        s = self.binary("mul", self.matmul(q, self.permute(k, _swap_last(k.ndim))), float(scale))
+        if causal:
+            tq, tk = q.shape[-2], k.shape[-2]
+            cols = self.reshape(self.arange(0, tk, 1, int32), (1, tk))
+            rows = self.binary("add", self.reshape(self.arange(0, tq, 1, int32), (tq, 1)), tk - tq)
+            s = self.where(self.binary("le", cols, rows), s, float("-inf"))
+        return s if mask is None else self.binary("add", s, mask)
+
+    def _attention_composed(self, q, k, v, mask, causal, scale):
+        s = self._scores(q, k, mask, causal, scale)
+        m = self.reduce("max", s, (s.ndim - 1,), True)
+        p = self.unary("exp", self.binary("sub", s, m))
+        l = self.reduce("sum", p, (s.ndim - 1,), True)
+        out = self.binary("div", self.matmul(p, v), l)
+        lse = self.binary("add", m, self.unary("log", l))
+        return out, self.reshape(lse, lse.shape[:-1])
+
+    def _attention_backward_composed(self, do, q, k, v, out, lse, mask, causal, scale):
+        last = q.ndim - 1
+        p = self.unary("exp", self.binary("sub", self._scores(q, k, mask, causal, scale),
+                                          self.reshape(lse, lse.shape + (1,))))
+        dv = self.matmul(self.permute(p, _swap_last(p.ndim)), do)
+        dp = self.matmul(do, self.permute(v, _swap_last(v.ndim)))
+        delta = self.reduce("sum", self.binary("mul", do, out), (last,), True)
+        ds = self.binary("mul", p, self.binary("sub", dp, delta))
+        dq = self.binary("mul", self.matmul(ds, k), float(scale))
+        dk = self.binary("mul", self.matmul(self.permute(ds, _swap_last(ds.ndim)), q), float(scale))
+        return dq, dk, dv
+
     def attention(self, q, k, v, mask, causal, scale):
         lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
+        if self._composed(q, k, v) and B and TQ and TK:
+            return self._attention_composed(q, k, v, mask, causal, scale)
         out = self.d.alloc(lead + (TQ, v.shape[-1]), q.dtype)
         lse = self.d.alloc(lead + (TQ,), q.dtype)
         if B and TQ:
@@ -114,6 +150,8 @@ class NNPrimitives:
         lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
         if not (B and TQ and TK):
             return tuple(self.full(t.shape, 0, q.dtype) for t in (q, k, v))
+        if self._composed(q, k, v):
+            return self._attention_backward_composed(do, q, k, v, out, lse, mask, causal, scale)
         dq, dk, dv = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
                                    self._fresh(lse), mask, causal, scale, B, TQ, TK,
                                    self.loop_budget)
@@ -136,3 +174,7 @@ class NNPrimitives:
     def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
         out = self.d.alloc(tuple(x_shape), cols.dtype)
         return conv.col2im(self.d, self.contiguous(cols), out, kernel, stride, padding, dilation)
+
+
+def _swap_last(ndim):
+    return tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)

@@ -4,7 +4,8 @@ the log-sum-exp) and backward (probabilities recomputed from it), one invocation
 
 Each invocation loops over the keys (queries) of one chunk per dispatch: `chunk` picks the chunk
 so that an invocation's loop iterations stay within half the loop budget (Mesa llvmpipe stops an
-invocation after 65535); the running state (max, sum, weighted sums) is kept in f32 buffers.
+invocation after 65535); the running state (max, sum, weighted sums) is kept in f32 buffers
+between them, and the last chunk writes the output and the log-sum-exp.
 """
 from __future__ import annotations
 
@@ -81,20 +82,20 @@ def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget):
     rows = B * TQ
     w[L.ROWS] = rows
     consts = {"HAS_MASK": int(mask is not None), "CAUSAL": int(causal)}
-    acc = d.alloc((rows, 4 * _n4(DV)), float32)
-    ml = d.alloc((rows, 2), float32)
+    kc = chunk(TK, _n4(D) + _n4(DV) + 4, 3 * _n4(DV) + _n4(D) + DV + 16, budget)
+    state = rows if kc < TK else 1                # the running state, kept between chunks
+    acc = d.alloc((state, 4 * _n4(DV)), float32)
+    ml = d.alloc((state, 2), float32)
     bufs = _common(d, q, k, v, mask, w)
     bufs["acc"], _ = _bind(d, acc)
     bufs["ml"], _ = _bind(d, ml)
-    kc = chunk(TK, _n4(D) + _n4(DV) + 4, 3 * _n4(DV) + _n4(D) + 16, budget)
+    bufs["out"], _ = _bind(d, out)
+    bufs["lse"], _ = _bind(d, lse)
     for j0 in range(0, max(TK, 1), kc):
         wc = list(w)
         wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
+        wc[L.LAST] = int(j0 + kc >= TK)
         d.launch(_FILE, "attn_fwd", q.dtype, consts, wc, bufs, d.grid(rows))
-    fb = {"acc": bufs["acc"], "ml": bufs["ml"]}
-    fb["out"], _ = _bind(d, out)
-    fb["lse"], _ = _bind(d, lse)
-    d.launch(_FILE, "attn_fwd_finish", q.dtype, {}, w, fb, d.grid(rows))
     return out, lse
 
 
@@ -112,8 +113,8 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
     w[L.ROWS] = B * TQ
     pb = {}
     pb["dout"], _ = _bind(d, do)
-    pb["out"], _ = _bind(d, out)
-    pb["lse"], _ = _bind(d, lse)
+    pb["out_in"], _ = _bind(d, out)
+    pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
     d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
     bufs = _common(d, q, k, v, mask, w)

@@ -5,8 +5,9 @@ embedding make it) and write a dense output. scatter_add runs one invocation per
 that scans the index positions along the axis in order (deterministic, no atomics); the positions
 are cut into dispatches of at most `chunk` (the loop budget), each continuing the previous sums.
 A 1-D index broadcast over the other dims (x[idx], index_select, embedding) takes a segmented
-reduction instead (seg_count, seg_place: a stable counting sort of the positions by value;
-seg_sum: each output sums its value's segment), in the same order, with the same bits.
+reduction instead (seg_count, seg_total, seg_offsets, seg_place: a stable counting sort of the
+positions by value, parallel over (chunk of SEG_CHUNK positions, value) pairs; seg_sum: each output
+sums its value's segment), in the same order, with the same bits.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from ...dtypes import int32
 from ...errors import BackendLimitError
 from .contract import INDEX, MAXD
 from .views import prod
+
+SEG_CHUNK = 256                     # positions per chunk of the counting sort
 
 K = INDEX
 L = K.layout
@@ -79,23 +82,25 @@ def _segmentable(out, axis, index, chunk):
     return (n > 0 and all(st == 0 or sz == 1 for dd, (sz, st) in
                           enumerate(zip(index.shape, index.strides)) if dd != axis)
             and all(a == b for dd, (a, b) in enumerate(zip(index.shape, out.shape)) if dd != axis)
-            and (not chunk or n + nv + 16 <= chunk))
+            and (not chunk or max(n, nv + -(-n // SEG_CHUNK)) + 16 <= chunk))
 
 
 def _segmented(d, out, axis, index, src, chunk):
     n, nv = index.shape[axis], out.shape[axis]
-    inner = prod(out.shape[axis + 1:])
-    seg = d.alloc((2 * nv,), int32)
+    nc = -(-n // SEG_CHUNK)
+    seg = d.alloc(((nc + 2) * nv,), int32)
     perm = d.alloc((n,), int32)
     w = L.new()
-    w[L.N], w[L.AXIS_LEN], w[L.SEG_I], w[L.INNER] = out.size, nv, n, inner
-    w[L.IDX_STRIDE] = index.strides[axis]
+    w[L.N], w[L.AXIS_LEN], w[L.SEG_I], w[L.INNER] = out.size, nv, n, prod(out.shape[axis + 1:])
+    w[L.IDX_STRIDE], w[L.SEG_CHUNK], w[L.SEG_CHUNKS] = index.strides[axis], SEG_CHUNK, nc
     ibuf, w[L.OFFSET_IDX] = d.bind(index, index.offset, index.span())
     sbuf, _ = d.bind(seg, 0, seg.size)
     pbuf, _ = d.bind(perm, 0, perm.size)
-    d.launch(_FILE, "seg_count", src.dtype, {}, w, {"idx": ibuf, "seg": sbuf}, d.grid(nv))
+    d.launch(_FILE, "seg_count", src.dtype, {}, w, {"idx": ibuf, "seg": sbuf}, d.grid(nc * nv))
+    d.launch(_FILE, "seg_total", src.dtype, {}, w, {"seg": sbuf}, d.grid(nv))
+    d.launch(_FILE, "seg_offsets", src.dtype, {}, w, {"seg": sbuf}, d.grid(nv))
     d.launch(_FILE, "seg_place", src.dtype, {}, w, {"idx": ibuf, "seg": sbuf, "perm": pbuf},
-             d.grid(nv))
+             d.grid(nc * nv))
     bufs = {"seg": sbuf, "perm": pbuf}
     bufs["a"], w[L.OFFSET_A] = d.bind(src, src.offset, src.span())
     bufs["out"], w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
