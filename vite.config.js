@@ -70,6 +70,7 @@ export default defineConfig(({ command }) => {
       rollupOptions: {
         input: {
           index: resolve(here, 'web/index.html'),
+          gpt: resolve(here, 'web/gpt.html'),
           parity: resolve(here, 'web/parity.html'),
           bench: resolve(here, 'web/bench.html'),
         },

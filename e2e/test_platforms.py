@@ -14,7 +14,7 @@ import pytest
 
 from e2e_support import ROOT, App, check_parity, load_serve
 
-PAGES = ("index.html", "parity.html", "bench.html", "embed.html")
+PAGES = ("index.html", "gpt.html", "parity.html", "bench.html", "embed.html")
 SMALL_TRAIN = "hidden=32&epochs=3&batch=64&lr=0.01&activation=relu"
 JSPI_STATE = """
 import js
@@ -116,6 +116,10 @@ def test_phone_layout(make_app):
     app.goto("index.html?hidden=8&epochs=1&batch=256&autostart=1")
     assert app.wait_state("window.numrTrain.state", ["done", "error"]) == "done"
     checks["index.html"] = page.evaluate(NO_SIDEWAYS)
+    app.goto("gpt.html?layers=1&dim=16&heads=2&context=8&batch=4&steps=2&max_new=40&autostart=1")
+    assert app.wait_state("window.numrGPT.state", ["done", "error"]) == "done"
+    app.wait_state("window.numrGPT.gen.state", ["done", "error"])
+    checks["gpt.html"] = page.evaluate(NO_SIDEWAYS)
     app.goto("parity.html?only=matmul&autorun=1", wait_ready=False)
     check_parity(app, min_rows=3)
     checks["parity.html"] = page.evaluate(NO_SIDEWAYS)
@@ -123,9 +127,9 @@ def test_phone_layout(make_app):
     app.wait_state("document.getElementById('bench-status').dataset.state", ["done", "error"])
     checks["bench.html"] = page.evaluate(NO_SIDEWAYS)
     nav = page.evaluate("() => [...document.querySelectorAll('nav a')].map((a) => a.getBoundingClientRect().right)")
-    assert len(nav) == 3 and max(nav) <= 390
+    assert len(nav) == 4 and max(nav) <= 390
     app.screenshot("phone")
-    assert checks == {"index.html": [], "parity.html": [], "bench.html": []}
+    assert checks == {"index.html": [], "gpt.html": [], "parity.html": [], "bench.html": []}
     app.assert_clean()
 
 

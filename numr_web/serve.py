@@ -44,8 +44,8 @@ MIME = {
     ".py": "text/plain",
 }
 # files every build of the app has (checked before serving)
-APP_FILES = ("index.html", "parity.html", "bench.html", "embed.html", "sw.js", "lib/numr-web.js",
-             "lib/wheels/manifest.json", "lib/pyodide/pyodide.mjs", "lib/pyodide/pyodide.asm.wasm")
+APP_FILES = ("index.html", "gpt.html", "parity.html", "bench.html", "embed.html", "sw.js",
+             "lib/numr-web.js", "lib/wheels/manifest.json", "lib/pyodide/pyodide.mjs", "lib/pyodide/pyodide.asm.wasm")
 PACKAGED_APP = Path(__file__).resolve().parent / "web"
 SOURCES = ("numr_web", "shaders", "web/src", "web/py", "web/public")
 
@@ -220,7 +220,8 @@ def run(a: argparse.Namespace) -> int:
         return 1
     host, port = srv.server_address[:2]
     url = f"http://{host}:{port}/"
-    print(f"numr_web app: {url}  (training: {url}index.html, parity: {url}parity.html, "
+    print(f"numr_web app: {url}  (training: {url}index.html, GPT: {url}gpt.html, "
+          f"parity: {url}parity.html, "
           f"benchmark: {url}bench.html, embedding example: {url}embed.html; serving {app}) "
           "— Ctrl+C to stop", flush=True)
     if not a.no_browser:

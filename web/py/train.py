@@ -2,9 +2,16 @@
 # WebGPU. The run itself is numr_web.demo.prepare_digits + numr_web.training.fit_async, the same loop
 # `numr-web demo` uses (there with blocking readback); this file only adapts it to the page:
 # settings from JS, progress events out through `emit`, Stop through `should_stop`.
+# model "cnn": numr_web.models.cnn.DigitsCNN (two 3x3 convolutions with bias + ReLU fused into each,
+# a max-pool, a fused Linear + ReLU) on the same data, batches and loop, in place of the MLP.
 import numr_web as nr
+from numr_web import nn
 from numr_web.demo import prepare_digits
+from numr_web.models.cnn import DigitsCNN
 from numr_web.training import fit_async
+
+MODELS = ("mlp", "cnn")
+CHANNELS = (1, 128)          # the CNN's first convolution's channels (the second has twice as many)
 
 _state = {"model": None, "device": "webgpu"}
 
@@ -28,16 +35,38 @@ def _num(v):
 
 
 async def train_run(cfg, emit=None, should_stop=None):
-    """cfg: {hidden, layers, epochs, batch, lr, activation, optimizer, device, seed}. emit(event) gets
-    {kind: 'start' | 'step' | 'epoch', ...}; should_stop() is asked after every step."""
+    """cfg: {model: mlp | cnn, hidden, layers, channels, epochs, batch, lr, activation, optimizer,
+    device, seed}. emit(event) gets {kind: 'start' | 'step' | 'epoch', ...}; should_stop() is asked
+    after every step. The CNN uses `hidden` for its fused Linear + ReLU layer and `channels` for its
+    convolutions (channels, 2 x channels); `layers` and `activation` are the MLP's only."""
     cfg = dict(_py(cfg))
     send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
     device = cfg.get("device", "webgpu")
+    arch = cfg.get("model", "mlp")
+    if arch not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {arch!r}")
+    channels = _num(cfg.get("channels", 16))
+    if arch == "cnn" and (isinstance(channels, bool) or not isinstance(channels, int)
+                          or not CHANNELS[0] <= channels <= CHANNELS[1]):
+        raise ValueError(f"channels must be a whole number from {CHANNELS[0]} to {CHANNELS[1]}, "
+                         f"got {channels!r}")
+    seed = _num(cfg.get("seed", 0))
     kwargs, info = prepare_digits(
-        device=device, hidden=_num(cfg.get("hidden", 64)), layers=_num(cfg.get("layers", 1)),
+        device=device, hidden=_num(cfg.get("hidden", 64)),
+        layers=_num(cfg.get("layers", 1)) if arch == "mlp" else 1,
         epochs=_num(cfg.get("epochs", 8)), batch_size=_num(cfg.get("batch", 64)),
-        lr=cfg.get("lr", 0.01), activation=cfg.get("activation", "relu"),
-        optimizer=cfg.get("optimizer", "adam"), seed=_num(cfg.get("seed", 0)))
+        lr=cfg.get("lr", 0.01), activation=cfg.get("activation", "relu") if arch == "mlp" else "relu",
+        optimizer=cfg.get("optimizer", "adam"), seed=seed)
+    if arch == "cnn":        # same data, batches, loss and evaluation; the model and its optimizer swapped
+        hidden, lr = info["sizes"][1], cfg.get("lr", 0.01)
+        model = DigitsCNN(channels=(channels, 2 * channels), hidden=hidden, device=device, seed=seed)
+        kwargs["model"] = model
+        kwargs["optimizer"] = (nn.SGD(model.parameters(), lr=lr, momentum=0.9)
+                               if cfg.get("optimizer", "adam") == "sgd"
+                               else nn.Adam(model.parameters(), lr=lr))
+        info["sizes"] = ["1×8×8", f"conv {channels}", f"conv {2 * channels}", "pool",
+                         hidden, 10]
+    info["model"] = arch
     _state.update(model=kwargs["model"], device=device)     # the pad classifies with the live model
     epochs, per_epoch = kwargs["epochs"], info["batches_per_epoch"]
     send({"kind": "start", **info, "epochs": epochs, "total_steps": epochs * per_epoch})

@@ -67,7 +67,7 @@ function header() {
   h.innerHTML = `
     <nav aria-label="numr_web pages">
       <strong>numr_web</strong>
-      ${link('index.html', 'train', 'Training')}${link('parity.html', 'parity', 'Parity')}${link('bench.html', 'bench', 'Benchmark')}
+      ${link('index.html', 'train', 'Training')}${link('gpt.html', 'gpt', 'GPT')}${link('parity.html', 'parity', 'Parity')}${link('bench.html', 'bench', 'Benchmark')}
     </nav>
     <div id="numr-status" data-state="loading" role="status" aria-live="polite"><span class="dot"></span><span class="text">starting…</span></div>
     <div id="numr-error" role="alert" hidden><span class="text"></span><button type="button" class="close" aria-label="Dismiss the error">×</button></div>`;

@@ -19,8 +19,9 @@ export function tickLabel(v, step) {
   return v.toFixed(s.includes('.') ? s.split('.')[1].length : 0);
 }
 
-/** Draw the loss (left axis) and test accuracy (right axis, %) against the step. */
-export function drawChart(canvas, { losses, accs, totalSteps }) {
+/** Draw the loss (left axis) and test accuracy (right axis, %) against the step; or, given `vals`
+ * ([{step, loss}], e.g. validation loss) instead of `accs`, that second loss on the left axis. */
+export function drawChart(canvas, { losses, accs = [], vals = null, totalSteps }) {
   const dpr = window.devicePixelRatio || 1;
   const cssW = canvas.clientWidth || 300, cssH = canvas.clientHeight || 220;
   if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
@@ -46,7 +47,7 @@ export function drawChart(canvas, { losses, accs, totalSteps }) {
     g.fillText(tickLabel(v, yt.step), L - 4, yL(v) + 4);
   }
   g.textAlign = 'left';
-  for (const p of [0, 25, 50, 75, 100]) g.fillText(`${p}%`, W - R + 4, yA(p / 100) + 4);
+  if (!vals) for (const p of [0, 25, 50, 75, 100]) g.fillText(`${p}%`, W - R + 4, yA(p / 100) + 4);
   g.textAlign = 'center';
   for (const s of xt.values) g.fillText(tickLabel(s, xt.step), x(s), H - B + 14);
   g.fillText('step', (L + W - R) / 2, H - 4);
@@ -54,7 +55,18 @@ export function drawChart(canvas, { losses, accs, totalSteps }) {
   g.lineWidth = 1.5; g.strokeStyle = '#2557a7'; g.beginPath();
   losses.forEach((p, i) => (i ? g.lineTo(x(p.step), yL(p.loss)) : g.moveTo(x(p.step), yL(p.loss))));
   g.stroke();
-  g.strokeStyle = '#2a9d3a'; g.fillStyle = '#2a9d3a'; g.beginPath();
+  g.strokeStyle = '#2a9d3a'; g.fillStyle = '#2a9d3a';
+  if (vals) {
+    g.beginPath();
+    vals.forEach((p, i) => (i ? g.lineTo(x(p.step), yL(p.loss)) : g.moveTo(x(p.step), yL(p.loss))));
+    g.stroke();
+    vals.forEach((p) => g.fillRect(x(p.step) - 2, yL(p.loss) - 2, 4, 4));
+    g.textAlign = 'left';
+    g.fillStyle = '#2557a7'; g.fillText('— training loss', L, 12);
+    g.fillStyle = '#2a9d3a'; g.fillText('— validation loss', L + 96, 12);
+    return;
+  }
+  g.beginPath();
   accs.forEach((p, i) => (i ? g.lineTo(x(p.step), yA(p.acc)) : g.moveTo(x(p.step), yA(p.acc))));
   g.stroke();
   accs.forEach((p) => g.fillRect(x(p.step) - 2, yA(p.acc) - 2, 4, 4));

@@ -1,6 +1,6 @@
-// Training playground: trains numr_web's MLP on WebGPU (web/py/train.py -> numr_web.training), live
+// Training playground: trains numr_web's MLP or DigitsCNN on WebGPU (web/py/train.py -> numr_web.training), live
 // loss chart, drawing pad classified by the model (also while it trains).
-// URL parameters set the controls: ?hidden=32&layers=1&epochs=5&batch=64&lr=0.01&activation=relu
+// URL parameters set the controls: ?model=mlp|cnn&channels=16&hidden=32&layers=1&epochs=5&batch=64&lr=0.01&activation=relu
 //   &optimizer=adam&autostart=1 (&mode=main: everything on the page's thread)
 // window.numrTrain (for tests): {state: idle|training|stopping|stopped|done|error, result, losses,
 //   accs, error, statusLog: [{text, step}]}; window.numrClassify(pixels) -> Promise<10 probabilities>.
@@ -9,7 +9,7 @@ import { drawChart } from './chart.js';
 import trainPy from '../py/train.py?raw';
 
 const $ = (id) => document.getElementById(id);
-for (const k of ['hidden', 'layers', 'epochs', 'batch', 'lr', 'activation', 'optimizer']) {
+for (const k of ['model', 'channels', 'hidden', 'layers', 'epochs', 'batch', 'lr', 'activation', 'optimizer']) {
   if (params.has(k)) $(k).value = params.get(k);
 }
 const ui = window.numrTrain = { state: 'idle', result: null, losses: [], accs: [], error: null, statusLog: [], totalSteps: 0 };
@@ -28,7 +28,18 @@ const FIELDS = {
   epochs: { int: true, min: 1, max: 200, what: 'epochs' },
   batch: { int: true, min: 1, max: 1438, what: 'batch size' },
   lr: { int: false, min: 0, max: 10, what: 'learning rate', openMin: true },
+  channels: { int: true, min: 1, max: 128, what: 'conv channels', cnnOnly: true },
 };
+const isCNN = () => $('model').value === 'cnn';
+/** The CNN has conv channels and no layers / activation settings: show the fields that apply. */
+function showModelFields() {
+  const cnn = isCNN();
+  $('channels-field').hidden = !cnn;
+  for (const el of document.querySelectorAll('.mlp-only')) {
+    el.hidden = cnn;
+    for (const input of el.querySelectorAll('input, select')) input.disabled = cnn;
+  }
+}
 function fieldError(id, msg) {
   const input = $(id), err = $(`${id}-error`);
   err.textContent = msg || '';
@@ -36,9 +47,10 @@ function fieldError(id, msg) {
 }
 /** -> the settings, or null after putting a message next to every bad field. */
 function readSettings() {
-  const cfg = { activation: $('activation').value, optimizer: $('optimizer').value, device: 'webgpu' };
+  const cfg = { model: $('model').value, activation: $('activation').value, optimizer: $('optimizer').value, device: 'webgpu' };
   let ok = true, first = null;
   for (const [id, f] of Object.entries(FIELDS)) {
+    if ((f.cnnOnly && !isCNN()) || (isCNN() && id === 'layers')) { fieldError(id, ''); continue; }
     const raw = $(id).value.trim(), v = Number(raw);
     let msg = '';
     if (raw === '' || !Number.isFinite(v)) msg = `enter a number`;
@@ -211,6 +223,8 @@ $('classify').addEventListener('click', classifyPad);
 $('controls').addEventListener('submit', (e) => { e.preventDefault(); train(); });
 $('stop').addEventListener('click', stop);
 for (const id of Object.keys(FIELDS)) $(id).addEventListener('input', () => fieldError(id, ''));
+$('model').addEventListener('change', showModelFields);
+showModelFields();
 clearPad();
 redraw();
 
