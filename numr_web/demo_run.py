@@ -24,16 +24,23 @@ def apply_defaults(args):
             setattr(args, k, v)
 
 
-def cpu_threads(local_processes=1, env=None):
-    """Give OpenBLAS/OpenMP an even share of this machine's cores per local process, unless the
-    user set the variables: e.g. two MPI ranks on two cores get one thread each instead of two
-    each (which oversubscribes the cores). Must run before numpy is imported."""
+# BLAS threads per model: the CNN's GEMMs (batch 32, <= 64 channels) are too small to split, and
+# a second thread that spins between them costs more than it gives on a busy machine
+MODEL_THREADS = {"cnn": 1}
+
+
+def cpu_threads(local_processes=1, env=None, max_threads=None):
+    """Give OpenBLAS/OpenMP an even share of this machine's cores per local process (at most
+    max_threads), unless the user set the variables: e.g. two MPI ranks on two cores get one
+    thread each instead of two each (which oversubscribes the cores). Must run before numpy is
+    imported."""
     env = os.environ if env is None else env
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    n = str(max(1, cores // max(1, local_processes)))
+    n = max(1, cores // max(1, local_processes))
+    n = str(min(n, max_threads) if max_threads else n)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, n)
 

@@ -188,3 +188,6 @@ def test_cnn_recipe_reaches_98_5_percent():
     kwargs, _ = prepare_cnn(seed=0)
     res = fit(**kwargs)
     assert res.metrics["accuracy"] >= 0.985, res.metrics
+    env = {}
+    cpu_threads(1, env, max_threads=1)
+    assert set(env.values()) == {"1"}
