@@ -24,9 +24,10 @@ def apply_defaults(args):
             setattr(args, k, v)
 
 
-# BLAS threads per model: the CNN's GEMMs (batch 32, <= 64 channels) are too small to split, and
-# a second thread that spins between them costs more than it gives on a busy machine
-MODEL_THREADS = {"cnn": 1}
+# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the CNN's and the GPT's
+# GEMMs (at most 2048 x 512) are small, and a second OpenBLAS thread that spins between them
+# costs more than it gives once other work shares the cores (docs/benchmarks.md)
+MODEL_THREADS = {"cnn": 1, "gpt": 1}
 
 
 def cpu_threads(local_processes=1, env=None, max_threads=None):
