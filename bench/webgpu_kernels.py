@@ -7,6 +7,9 @@ Times the fused activation backward (dz = dy * act'(saved)), add, copy under sev
 caps (the NUMR_WEBGPU_MAX_WORKGROUPS knob), the scalar (offset 1) path, forward activations, the
 GEMM entries (the NUMR_WEBGPU_GEMM_TILE knob), a fused Linear + GELU forward + backward and a
 bias-gradient column sum. --big: the sizes of the issue (2^28 elements, 8192x4096x4096).
+The nn kernels (--nn runs only those): layer norm forward / backward, fused attention forward /
+backward (a char-GPT's shape and a longer one), the embedding backward (scatter_add of a broadcast
+1-D index: the segmented reduction), gather, im2col / col2im of a small CNN.
 Three untimed calls first (the pipeline is compiled, the pool holds every buffer the loop cycles
 through); then the mean of `reps` calls ending in one synchronising 4-byte read-back.
 """
@@ -96,6 +99,49 @@ def bench(big):
     print(f"column sum (bias grad) {n // 4096}x4096: {t * 1e3:8.3f} ms  {4 * n / t / 1e12:6.2f} TB/s")
 
 
+def bench_nn(big):
+    import numpy as np
+    from numr_web.dtypes import int32
+    be = WebGPUBackend()
+    rng = np.random.default_rng(0)
+    rows, c = (65536, 768) if big else (8192, 384)
+    x = be.random((rows, c), float32, 1, "normal")
+    w = be.random((c,), float32, 2, "normal")
+    t = timed(be, lambda: be.layer_norm(x, w, w, 1, 1e-5, False)[0], 10)
+    print(f"layer_norm {rows}x{c}: {t * 1e3:8.3f} ms  {2 * 4 * rows * c / t / 1e12:6.2f} TB/s")
+    y, mean, rstd = be.layer_norm(x, w, w, 1, 1e-5, False)
+    t = timed(be, lambda: be.layer_norm_backward(x, x, w, mean, rstd, 1, False)[0], 10)
+    print(f"layer_norm backward {rows}x{c}: {t * 1e3:8.3f} ms")
+    for B, H, T, D in ((32, 4, 64, 32), (16, 6, 256, 64)) + (((8, 16, 1024, 128),) if big else ()):
+        q, k, v = (be.random((B, H, T, D), float32, s, "normal") for s in (3, 4, 5))
+        t = timed(be, lambda: be.attention(q, k, v, None, True, D ** -0.5)[0], 5)
+        flops = 2 * 2 * B * H * T * T * D / 2                  # causal: half the scores
+        print(f"attention causal {B}x{H}x{T}x{D}: {t * 1e3:8.3f} ms  {flops / t / 1e12:6.2f} TFLOP/s")
+        out, lse = be.attention(q, k, v, None, True, D ** -0.5)
+        t = timed(be, lambda: be.attention_backward(q, q, k, v, out, lse, None, True,
+                                                    D ** -0.5)[0], 3)
+        print(f"attention backward {B}x{H}x{T}x{D}: {t * 1e3:8.3f} ms  "
+              f"{2.5 * flops / t / 1e12:6.2f} TFLOP/s")
+    for V, n, dim in ((65, 2048, 128), (256, 8192, 384)):
+        ids = be.from_host(rng.integers(0, V, n).astype(np.int32), int32)
+        index = be.expand(be.reshape(ids, (n, 1)), (n, dim))
+        g = be.random((n, dim), float32, 6, "normal")
+        t = timed(be, lambda: be.scatter_add((V, dim), 0, index, g), 5)
+        print(f"embedding backward (scatter_add) V={V} n={n} dim={dim}: {t * 1e3:8.3f} ms")
+        table = be.random((V, dim), float32, 7, "normal")
+        t = timed(be, lambda: be.gather(table, 0, index), 5)
+        print(f"embedding forward (gather) V={V} n={n} dim={dim}: {t * 1e3:8.3f} ms  "
+              f"{2 * 4 * n * dim / t / 1e12:6.2f} TB/s")
+    N = 256 if big else 64
+    img = be.random((N, 16, 28, 28), float32, 8, "normal")
+    args = ((3, 3), (1, 1), (1, 1), (1, 1))
+    t = timed(be, lambda: be.im2col(img, *args), 5)
+    print(f"im2col {N}x16x28x28 3x3: {t * 1e3:8.3f} ms")
+    cols = be.im2col(img, *args)
+    t = timed(be, lambda: be.col2im(cols, img.shape, *args), 5)
+    print(f"col2im {N}x16x28x28 3x3: {t * 1e3:8.3f} ms")
+
+
 def bench_torch(big):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -133,8 +179,11 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--big", action="store_true")
     p.add_argument("--torch", action="store_true")
+    p.add_argument("--nn", action="store_true", help="only the nn kernels")
     args = p.parse_args(argv)
-    bench(args.big)
+    if not args.nn:
+        bench(args.big)
+    bench_nn(args.big)
     if args.torch:
         bench_torch(args.big)
 

@@ -40,15 +40,22 @@ fn red_off(j: u32) -> vec2<u32> {
     return r;
 }
 
-// sum and mean accumulate; max and min combine with max_c / min_c
+// sum and mean accumulate; prod multiplies; max and min combine with max_c / min_c
 fn summing() -> bool { return OP == REDUCE_SUM || OP == REDUCE_MEAN; }
 
 fn combine(x: C, y: C) -> C {
     switch OP {
         case REDUCE_MAX: { return max_c(x, y); }
         case REDUCE_MIN: { return min_c(x, y); }
+        case REDUCE_PROD: { return x * y; }
         default: { return x + y; }
     }
+}
+
+// the identity that lanes other than the first start from in reduce_wg (sums: 0, prod: 1)
+fn identity() -> C {
+    if (OP == REDUCE_PROD) { return C(1); }
+    return C(0);
 }
 
 fn finish(v: C) -> S {
@@ -102,10 +109,12 @@ fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let R = mu(W_R);
     for (var o = wid.y * nwg.x + wid.x; o < n; o = o + nwg.x * nwg.y) {
         let base = kept_off(o).x;
-        var acc = C(a[base]);                  // element 0 seeds every lane (harmless for max/min)
-        if (summing() && lid != 0u) { acc = C(0); }
+        // element 0 seeds lane 0 (and every lane of max / min, where repeating it is harmless)
+        let idem = OP == REDUCE_MAX || OP == REDUCE_MIN;
+        var acc = C(a[base]);
+        if (!idem && lid != 0u) { acc = identity(); }
         for (var j = lid; j < R; j = j + WG) {
-            if (j != 0u || !summing()) { acc = combine(acc, C(a[base + red_off(j).x])); }
+            if (j != 0u || idem) { acc = combine(acc, C(a[base + red_off(j).x])); }
         }
         sh[lid] = acc;
         workgroupBarrier();

@@ -310,8 +310,16 @@ def _unique(ts):
 def _move(t, device, dtype):
     if dtype is not None and not (t.dtype.is_floating and dtype.is_floating):
         dtype = None
-    moved = t.detach().to(device).to(dtype=dtype)
+    moved = _cast_and_move(t.detach(), device, dtype)
     if moved._data is not t._data or moved.device != t.device:
         _core.rebind(t, moved)
     if t.grad is not None:
-        t.grad = t.grad.to(t.device).to(dtype=t.dtype)
+        t.grad = _cast_and_move(t.grad, t.device, t.dtype)
+
+
+def _cast_and_move(t, device, dtype):
+    """Narrowing casts first (on the source device: float64 -> float32 before a move to webgpu,
+    which holds no float64), widening ones after the move."""
+    if dtype is not None and dtype.itemsize <= t.dtype.itemsize:
+        return t.to(dtype=dtype).to(device)
+    return t.to(device).to(dtype=dtype)

@@ -4,7 +4,9 @@ Layers (none imports wgpu or numpy: the browser has neither):
   views.py                 GPUArray views and stride algebra (pure)
   contract.py, codegen.py  the named metadata / binding contract and the generated WGSL
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
-  launch_elementwise.py, launch_reduce.py, launch_gemm.py   one launcher per kernel family
+  launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
+  launch_attention.py, launch_conv.py                       one launcher per kernel family
+  backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
   backend.py (this)        the primitives, composed from views and launchers; it chooses the
                            schedules that need several launches (split-K GEMMs, reductions in
                            chunks above the binding limit, tree reductions, dense-first copies)
@@ -39,6 +41,7 @@ from ..base import Backend
 from . import launch_elementwise as ew
 from . import launch_gemm as gemm
 from . import launch_reduce as red
+from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
 from .kernels import kernel_defined
 from .dispatch import Dispatcher
@@ -81,7 +84,7 @@ def shared_adapter():
     return _shared[0]
 
 
-class WebGPUBackend(Backend):
+class WebGPUBackend(NNPrimitives, Backend):
     device = "webgpu"
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
@@ -322,7 +325,7 @@ class WebGPUBackend(Backend):
         if R == 0 or h.size == 0:
             if op in ("max", "min") and R == 0 and prod(kshape):
                 raise NumrError(f"{op} of an empty axis has no identity")
-            return self.full(kshape, 0 if op == "sum" else float("nan"), h.dtype)
+            return self.full(kshape, {"sum": 0, "prod": 1}.get(op, float("nan")), h.dtype)
         if h.span() * h.itemsize + self.d.align > self.binding_limit:
             return self._reduce_chunked(op, h, axes, keepdims)
         return self._reduce_into("reduce", op, h, axes, self.d.alloc(kshape, h.dtype))
@@ -380,7 +383,7 @@ class WebGPUBackend(Backend):
             out = self.concat(parts, lead) if len(parts) > 1 else parts[0]
         else:
             sub = "sum" if op == "mean" else op
-            comb = {"sum": "add", "max": "maximum", "min": "minimum"}[sub]
+            comb = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[sub]
             out = None
             for r0 in range(0, total, rows):
                 idx[lead] = (r0, min(total, r0 + rows), 1)

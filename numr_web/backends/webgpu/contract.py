@@ -145,7 +145,7 @@ ELEMENTWISE = KernelFile(
 )
 
 # -- reduce.wgsl ----------------------------------------------------------------------------------------
-REDUCE_OPS = ("sum", "mean", "max", "min")
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 
 REDUCE = KernelFile(
     "reduce.wgsl",
@@ -232,4 +232,156 @@ MATMUL = KernelFile(
     ],
 )
 
-KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL)}
+# -- index.wgsl -------------------------------------------------------------------------------------------
+INDEX = KernelFile(
+    "index.wgsl",
+    Layout(scalars=[
+        ("N", "elements of the output"),
+        ("NDIM", "dims of SHAPE"),
+        ("AXIS", "the indexed dim"),
+        ("AXIS_LEN", "gather: x's size along AXIS; scatter_add: the output's"),
+        ("I0", "scatter_add: first index position (along AXIS) of this dispatch"),
+        ("I1", "scatter_add: end of the index positions of this dispatch"),
+        ("ACCUM", "scatter_add: 1 to continue the sums already in out (a later chunk of positions)"),
+        ("OFFSET_OUT", "element offset of the output"),
+        ("OFFSET_A", "element offset of x (gather) or src (scatter_add)"),
+        ("OFFSET_IDX", "element offset of the index"),
+        ("SEG_I", "seg_*: index positions (the 1-D index's length)"),
+        ("INNER", "seg_sum: elements after AXIS (the output is (N / (AXIS_LEN * INNER), AXIS_LEN, INNER))"),
+        ("IDX_STRIDE", "seg_*: element stride of the 1-D index"),
+        ("SEG_CHUNK", "seg_*: positions per chunk of the counting sort"),
+        ("SEG_CHUNKS", "seg_*: chunks of the counting sort"),
+    ], arrays=[
+        ("SHAPE", "shape of the output (gather: the index's shape)"),
+        ("STRIDES_A", "element strides of x (gather) or src (scatter_add)"),
+        ("STRIDES_IDX", "element strides of the index"),
+        ("IDX_SHAPE", "scatter_add: the index's (and src's) shape"),
+    ]),
+    slots=[
+        ("out", "read_write", "array<S>", "the output, dense"),
+        ("a", "read", "array<S>", "x (gather) or src (scatter_add)"),
+        ("idx", "read", "array<i32>", "the index"),
+        ("seg", "read_write", "array<u32>", "seg_*: per (chunk, value) counts / offsets, per value totals and segment starts"),
+        ("perm", "read_write", "array<u32>", "seg_*: the index positions grouped by value, in increasing order"),
+    ],
+    entries={"gather": ("out", "a", "idx"), "scatter_add": ("out", "a", "idx"),
+             "seg_count": ("idx", "seg"), "seg_total": ("seg",), "seg_offsets": ("seg",),
+             "seg_place": ("idx", "seg", "perm"),
+             "seg_sum": ("out", "a", "seg", "perm")},
+    overrides=[],
+)
+
+# -- norm.wgsl ----------------------------------------------------------------------------------------------
+NORM = KernelFile(
+    "norm.wgsl",
+    Layout(scalars=[
+        ("ROWS", "rows (normalised groups)"),
+        ("N", "elements per row"),
+        ("EPS", "epsilon (f32 bits)"),
+        ("OFFSET_X", "element offset of x"),
+        ("OFFSET_Y", "element offset of y (forward) or dx (backward)"),
+        ("OFFSET_W", "element offset of the weight"),
+        ("OFFSET_B", "element offset of the bias"),
+        ("OFFSET_MEAN", "element offset of the mean"),
+        ("OFFSET_RSTD", "element offset of the rstd"),
+        ("OFFSET_DY", "element offset of dy"),
+        ("OFFSET_GX", "element offset of gx (dy * xhat, for the weight gradient)"),
+    ], arrays=[]),
+    slots=[
+        ("x", "read", "array<S>", "x, rows of N (dense)"),
+        ("y", "read_write", "array<S>", "forward: y; backward: dx (dense, x's shape)"),
+        ("w", "read", "array<S>", "the weight (N,) (HAS_W)"),
+        ("b", "read", "array<S>", "the bias (N,) (HAS_B)"),
+        ("mean", "read_write", "array<S>", "forward: the mean of each row (not RMS)"),
+        ("rstd", "read_write", "array<S>", "forward: 1 / sqrt(var + eps) of each row"),
+        ("mean_in", "read", "array<S>", "backward: the forward's mean (not RMS)"),
+        ("rstd_in", "read", "array<S>", "backward: the forward's rstd"),
+        ("dy", "read", "array<S>", "backward: the output gradient (dense)"),
+        ("gx", "read_write", "array<f32>", "backward: dy * xhat (HAS_W), summed over rows after"),
+    ],
+    entries={"layer_norm": ("x", "y", "w", "b", "mean", "rstd"),
+             "layer_norm_bwd": ("x", "y", "w", "mean_in", "rstd_in", "dy", "gx")},
+    overrides=[
+        ("RMS", "bool", "false", "RMSNorm: no mean"),
+        ("HAS_W", "bool", "false", "a weight"),
+        ("HAS_B", "bool", "false", "a bias"),
+        ("LANES", "u32", "256u", "invocations per row: 1, 32 or WG (launch_norm.lanes)"),
+    ],
+)
+
+# -- conv.wgsl -----------------------------------------------------------------------------------------------
+CONV = KernelFile(
+    "conv.wgsl",
+    Layout(scalars=[
+        ("N", "elements of the output"),
+        ("C", "channels"), ("H", "input height"), ("W", "input width"),
+        ("KH", "kernel height"), ("KW", "kernel width"),
+        ("SH", "stride along h"), ("SW", "stride along w"),
+        ("PH", "padding along h"), ("PW", "padding along w"),
+        ("DH", "dilation along h"), ("DW", "dilation along w"),
+        ("OH", "output height"), ("OW", "output width"),
+        ("PAD", "im2col: the value read in the padding (f32 bits)"),
+        ("OFFSET_IN", "element offset of the input"),
+        ("OFFSET_OUT", "element offset of the output"),
+    ], arrays=[]),
+    slots=[
+        ("out", "read_write", "array<S>", "im2col: (N, C*KH*KW, OH*OW); col2im: (N, C, H, W)"),
+        ("a", "read", "array<S>", "im2col: x (N, C, H, W); col2im: the columns (dense)"),
+    ],
+    entries={"im2col": ("out", "a"), "col2im": ("out", "a")},
+    overrides=[],
+)
+
+# -- attention.wgsl --------------------------------------------------------------------------------------------
+ATTN_MAX_D = 128                 # head dims the attention kernels hold per invocation
+ATTN_WG = 64                     # invocations per workgroup of the attention kernels
+
+ATTENTION = KernelFile(
+    "attention.wgsl",
+    Layout(scalars=[
+        ("ROWS", "invocations: query rows (B*TQ), or key rows (B*TK) for attn_bwd_dkv"),
+        ("TQ", "queries per batch"),
+        ("TK", "keys per batch"),
+        ("D", "head dim of q and k"),
+        ("DV", "head dim of v"),
+        ("SCALE", "the score scale (f32 bits)"),
+        ("J0", "first key (attn_bwd_dkv: query) of this dispatch's chunk"),
+        ("J1", "end of the chunk"),
+        ("FIRST", "1 for the first chunk: the running state starts empty"),
+        ("LAST", "attn_fwd: 1 for the last chunk, which writes out and lse instead of the state"),
+        ("MASK_NB", "dims of MASK_BSHAPE"),
+        ("MASK_SQ", "mask stride along the queries"),
+        ("MASK_SK", "mask stride along the keys"),
+        ("OFFSET_MASK", "element offset of the mask"),
+    ], arrays=[
+        ("MASK_BSHAPE", "the batch shape (coalesced with the mask's strides)"),
+        ("MASK_BSTRIDES", "mask strides along the batch dims (0: broadcast)"),
+    ]),
+    slots=[
+        ("q", "read", "array<S>", "q (B, TQ, D) dense"),
+        ("k", "read", "array<S>", "k (B, TK, D) dense"),
+        ("v", "read", "array<S>", "v (B, TK, DV) dense"),
+        ("mask", "read", "array<S>", "the additive mask (HAS_MASK), strided"),
+        ("acc", "read_write", "array<vec4<f32>>", "forward: the running sum of p * v per query row (DV padded to vec4s)"),
+        ("ml", "read_write", "array<f32>", "forward: the running (max, sum of p) per query row"),
+        ("out", "read_write", "array<S>", "the output (B, TQ, DV)"),
+        ("lse", "read_write", "array<S>", "the log-sum-exp of each score row (B, TQ)"),
+        ("dout", "read", "array<S>", "backward: the output gradient (B, TQ, DV) dense"),
+        ("out_in", "read", "array<S>", "backward: the forward's output (read-only: dout may share its buffer)"),
+        ("lse_in", "read", "array<S>", "backward: the forward's log-sum-exp"),
+        ("ld", "read_write", "array<f32>", "backward: (lse, delta = sum(dout * out)) per query row"),
+        ("dq", "read_write", "array<vec4<f32>>", "backward: dq / scale (B, TQ, D padded to vec4s)"),
+        ("dk", "read_write", "array<vec4<f32>>", "backward: dk / scale (B, TK, D padded to vec4s)"),
+        ("dv", "read_write", "array<vec4<f32>>", "backward: dv (B, TK, DV padded to vec4s)"),
+    ],
+    entries={"attn_fwd": ("q", "k", "v", "mask", "acc", "ml", "out", "lse"),
+             "attn_bwd_prep": ("dout", "out_in", "lse_in", "ld"),
+             "attn_bwd_dq": ("q", "k", "v", "mask", "dout", "ld", "dq"),
+             "attn_bwd_dkv": ("q", "k", "v", "mask", "dout", "ld", "dk", "dv")},
+    overrides=[
+        ("HAS_MASK", "bool", "false", "add the mask (a float mask; bool masks arrive as 0 / -inf)"),
+        ("CAUSAL", "bool", "false", "mask out keys after the query position (aligned to the end)"),
+    ],
+)
+
+KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, INDEX, NORM, CONV, ATTENTION)}

@@ -1,0 +1,180 @@
+"""The webgpu primitives behind the nn ops (gather / scatter_add, layer and RMS norm, attention,
+im2col / col2im), composed from their launchers (launch_index, launch_norm, launch_attention,
+launch_conv) and the backend's own primitives (copies, casts, reductions). A mixin of
+WebGPUBackend (backend.py); semantics are those of the numpy reference (array_nn.py)."""
+from __future__ import annotations
+
+from ...dtypes import bool_, float16, float32, int32
+from . import launch_attention as attn
+from . import launch_conv as conv
+from . import launch_index as idx
+from . import launch_norm as norm
+from .views import prod
+
+
+class NNPrimitives:
+
+    @property
+    def cpu_adapter(self):
+        """Whether the adapter runs shaders on the CPU (llvmpipe, SwiftShader): kernels then
+        prefer one invocation per row to workgroup barriers."""
+        name = str(getattr(self.adapter, "name", "")).lower()
+        return str(getattr(self.adapter, "adapter_type", "")).lower() == "cpu" or \
+            "llvmpipe" in name or "swiftshader" in name
+
+    def _fresh(self, h):
+        """h dense from element 0 of its buffer (a copy unless it already is)."""
+        return h if h.is_contiguous and h.offset == 0 else self._copy(h)
+
+    # -- indexing ----------------------------------------------------------------------------------
+    def gather(self, h, axis, index):
+        if h.shape[axis] == 0:                 # nothing to read (the index was flagged)
+            return self.full(index.shape, 0, h.dtype)
+        return idx.gather(self.d, h, axis, index, self.d.alloc(index.shape, h.dtype))
+
+    def scatter_add(self, shape, axis, index, src):
+        if src.dtype is float16:               # sums in f32, rounded once
+            return self.astype(self.scatter_add(shape, axis, index, self.astype(src, float32)),
+                               float16)
+        out = self.d.alloc(tuple(shape), src.dtype)
+        return idx.scatter_add(self.d, out, axis, index, self.contiguous(src),
+                               self.loop_budget // 2)
+
+    # -- normalization -----------------------------------------------------------------------------
+    def _norm_lanes(self, n):
+        return norm.lanes(n, self.loop_budget, self.cpu_adapter)
+
+    def layer_norm(self, x, weight, bias, k, eps, rms):
+        lead = x.shape[:x.ndim - k]
+        rows, n = prod(lead), prod(x.shape[x.ndim - k:])
+        xc = self.contiguous(x)
+        y = self.d.alloc(x.shape, x.dtype)
+        mean = None if rms else self.d.alloc(lead, x.dtype)
+        rstd = self.d.alloc(lead, x.dtype)
+        if rows and n:
+            norm.forward(self.d, xc, None if weight is None else self.contiguous(weight),
+                         None if bias is None else self.contiguous(bias), y, mean, rstd, rows, n,
+                         eps, rms, self._norm_lanes(n))
+        return y, mean, rstd
+
+    def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
+        lead = x.shape[:x.ndim - k]
+        rows, n = prod(lead), prod(x.shape[x.ndim - k:])
+        dx = self.d.alloc(x.shape, dy.dtype)
+        gx = None if weight is None else self.d.alloc((max(rows, 1), n), float32)
+        if rows and n:
+            norm.backward(self.d, self.contiguous(dy), self.contiguous(x),
+                          None if weight is None else self.contiguous(weight),
+                          None if mean is None else self.contiguous(mean), self.contiguous(rstd),
+                          dx, gx, rows, n, rms, self._norm_lanes(n))
+        dw = db = None
+        if weight is not None:
+            if rows:
+                dw = self.astype(self.reduce("sum", gx, (0,), False), dy.dtype)
+                dy2 = self.reshape(dy, (rows, n))
+                db = None if rms else self.reduce("sum", dy2, (0,), False)
+            else:
+                dw = self.full((n,), 0, dy.dtype)
+                db = None if rms else dw
+            dw = self.reshape(dw, weight.shape)
+            db = None if db is None else self.reshape(db, weight.shape)
+        return dx, dw, db
+
+    # -- attention ---------------------------------------------------------------------------------
+    def _attn_operands(self, q, k, v, mask):
+        lead = q.shape[:-2]
+        B, TQ, TK = prod(lead), q.shape[-2], k.shape[-2]
+        ops = [self._fresh(t) for t in (q, k, v)]
+        if mask is not None and mask.dtype is bool_:
+            mask = self._bool_mask_as_float(mask, q.dtype)
+        return lead, B, TQ, TK, ops, mask
+
+    def _bool_mask_as_float(self, mask, dtype):
+        """A bool mask view as 0 / -inf of `dtype`, computed on its broadcast-free part only."""
+        index = [(0, 1, 1) if st == 0 and s > 1 else (0, s, 1)
+                 for s, st in zip(mask.shape, mask.strides)]
+        small = self.slice(mask, index)
+        f = self.where(small, self.full(small.shape, 0.0, dtype),
+                       self.full(small.shape, float("-inf"), dtype))
+        return self.expand(f, mask.shape)
+
+    def _composed(self, q, k, v):
+        """Head dims beyond the fused kernels' ATTN_MAX_D: GEMMs and reductions, scores held."""
+        return max(q.shape[-1], v.shape[-1]) > attn.ATTN_MAX_D
+
+    def _scores(self, q, k, mask, causal, scale):
+        s = self.binary("mul", self.matmul(q, self.permute(k, _swap_last(k.ndim))), float(scale))
+        if causal:
+            tq, tk = q.shape[-2], k.shape[-2]
+            cols = self.reshape(self.arange(0, tk, 1, int32), (1, tk))
+            rows = self.binary("add", self.reshape(self.arange(0, tq, 1, int32), (tq, 1)), tk - tq)
+            s = self.where(self.binary("le", cols, rows), s, float("-inf"))
+        return s if mask is None else self.binary("add", s, mask)
+
+    def _attention_composed(self, q, k, v, mask, causal, scale):
+        s = self._scores(q, k, mask, causal, scale)
+        m = self.reduce("max", s, (s.ndim - 1,), True)
+        p = self.unary("exp", self.binary("sub", s, m))
+        l = self.reduce("sum", p, (s.ndim - 1,), True)
+        out = self.binary("div", self.matmul(p, v), l)
+        lse = self.binary("add", m, self.unary("log", l))
+        return out, self.reshape(lse, lse.shape[:-1])
+
+    def _attention_backward_composed(self, do, q, k, v, out, lse, mask, causal, scale):
+        last = q.ndim - 1
+        p = self.unary("exp", self.binary("sub", self._scores(q, k, mask, causal, scale),
+                                          self.reshape(lse, lse.shape + (1,))))
+        dv = self.matmul(self.permute(p, _swap_last(p.ndim)), do)
+        dp = self.matmul(do, self.permute(v, _swap_last(v.ndim)))
+        delta = self.reduce("sum", self.binary("mul", do, out), (last,), True)
+        ds = self.binary("mul", p, self.binary("sub", dp, delta))
+        dq = self.binary("mul", self.matmul(ds, k), float(scale))
+        dk = self.binary("mul", self.matmul(self.permute(ds, _swap_last(ds.ndim)), q), float(scale))
+        return dq, dk, dv
+
+    def attention(self, q, k, v, mask, causal, scale):
+        lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
+        if self._composed(q, k, v) and B and TQ and TK:
+            return self._attention_composed(q, k, v, mask, causal, scale)
+        out = self.d.alloc(lead + (TQ, v.shape[-1]), q.dtype)
+        lse = self.d.alloc(lead + (TQ,), q.dtype)
+        if B and TQ:
+            if TK == 0:
+                return self.full(out.shape, float("nan"), q.dtype), \
+                    self.full(lse.shape, float("-inf"), q.dtype)
+            attn.forward(self.d, qc, kc, vc, mask, causal, scale, out, lse, B, TQ, TK,
+                         self.loop_budget)
+        return out, lse
+
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
+        if not (B and TQ and TK):
+            return tuple(self.full(t.shape, 0, q.dtype) for t in (q, k, v))
+        if self._composed(q, k, v):
+            return self._attention_backward_composed(do, q, k, v, out, lse, mask, causal, scale)
+        dq, dk, dv = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
+                                   self._fresh(lse), mask, causal, scale, B, TQ, TK,
+                                   self.loop_budget)
+        out = []
+        for g, t, s in ((dq, q, scale), (dk, k, scale), (dv, v, None)):
+            g = self.slice(g, ((0, g.shape[0], 1), (0, t.shape[-1], 1)))   # the vec4 padding off
+            g = self.astype(g if s is None else self.binary("mul", g, float(s)), q.dtype)
+            out.append(self.reshape(g, t.shape))
+        return tuple(out)
+
+    # -- convolution -------------------------------------------------------------------------------
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
+        n, c, h, w = x.shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        oh, ow = conv.out_size(h, kh, sh, ph, dh), conv.out_size(w, kw, sw, pw, dw)
+        out = self.d.alloc((n, c * kh * kw, oh * ow), x.dtype)
+        return conv.im2col(self.d, self.contiguous(x), out, kernel, stride, padding, dilation,
+                           pad_value)
+
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+        out = self.d.alloc(tuple(x_shape), cols.dtype)
+        return conv.col2im(self.d, self.contiguous(cols), out, kernel, stride, padding, dilation)
+
+
+def _swap_last(ndim):
+    return tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)

@@ -1,0 +1,47 @@
+"""Launcher of shaders/conv.wgsl: im2col (torch's unfold) and col2im (its adjoint, torch's fold,
+as a gather over the columns that read each input pixel: deterministic). Inputs are dense."""
+from __future__ import annotations
+
+import struct
+
+from .contract import CONV
+
+K = CONV
+L = K.layout
+_FILE = K.name
+
+
+def out_size(size, k, s, p, dl):
+    return (size + 2 * p - dl * (k - 1) - 1) // s + 1
+
+
+def _words(x_shape, kernel, stride, padding, dilation):
+    n, c, h, w_ = x_shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    w = L.new()
+    w[L.C], w[L.H], w[L.W], w[L.KH], w[L.KW] = c, h, w_, kh, kw
+    w[L.SH], w[L.SW], w[L.PH], w[L.PW], w[L.DH], w[L.DW] = sh, sw, ph, pw, dh, dw
+    w[L.OH], w[L.OW] = out_size(h, kh, sh, ph, dh), out_size(w_, kw, sw, pw, dw)
+    return w
+
+
+def _run(d, entry, inp, out, w):
+    if out.size == 0:
+        return out
+    w[L.N] = out.size
+    ibuf, w[L.OFFSET_IN] = d.bind(inp, inp.offset, inp.span())
+    obuf, w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
+    d.launch(_FILE, entry, inp.dtype, {}, w, {"a": ibuf, "out": obuf}, d.grid(out.size))
+    return out
+
+
+def im2col(d, x, out, kernel, stride, padding, dilation, pad_value):
+    """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW)."""
+    w = _words(x.shape, kernel, stride, padding, dilation)
+    w[L.PAD] = struct.unpack("<I", struct.pack("<f", float(pad_value)))[0]
+    return _run(d, "im2col", x, out, w)
+
+
+def col2im(d, cols, out, kernel, stride, padding, dilation):
+    """cols dense (N, C*kh*kw, OH*OW) -> out dense (N, C, H, W)."""
+    return _run(d, "col2im", cols, out, _words(out.shape, kernel, stride, padding, dilation))

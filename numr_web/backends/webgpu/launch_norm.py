@@ -1,0 +1,69 @@
+"""Launcher of shaders/norm.wgsl: layer norm / RMS norm forward and backward over dense rows,
+`lanes` invocations per row. The backward writes dx and, with a weight, gx = dy * xhat, which the backend sums over
+the rows (its reductions are scheduled within the loop budget) for the weight gradient."""
+from __future__ import annotations
+
+import struct
+
+from ...errors import BackendLimitError
+from .contract import NORM, WG
+
+K = NORM
+L = K.layout
+_FILE = K.name
+
+
+def _bind(d, t):
+    return d.bind(t, t.offset, t.span())
+
+
+def lanes(n, budget, cpu):
+    """Invocations per row: one on CPU adapters (no barriers) while a row fits the loop budget;
+    on GPUs 32 for rows up to 1024 elements, else a whole workgroup."""
+    for k in ((1, 32, WG) if cpu else (32, WG) if n <= 1024 else (WG,)):
+        if not budget or 4 * (-(-n // k)) + 64 <= budget // 2:
+            return k
+    raise BackendLimitError(f"layer norm over rows of {n} elements exceeds this adapter's "
+                            f"shader loop limit (Mesa llvmpipe); use a GPU adapter")
+
+
+def _grid(d, rows, k):
+    return d.grid_wg(-(-rows // (WG // k)))
+
+
+def forward(d, x, weight, bias, y, mean, rstd, rows, n, eps, rms, k):
+    """x dense (rows * n); y dense like x; mean (None for RMS) and rstd dense (rows,); k: lanes."""
+    w = L.new()
+    w[L.ROWS], w[L.N] = rows, n
+    w[L.EPS] = struct.unpack("<I", struct.pack("<f", float(eps)))[0]
+    bufs = {}
+    bufs["x"], w[L.OFFSET_X] = _bind(d, x)
+    bufs["y"], w[L.OFFSET_Y] = _bind(d, y)
+    bufs["rstd"], w[L.OFFSET_RSTD] = _bind(d, rstd)
+    if mean is not None:
+        bufs["mean"], w[L.OFFSET_MEAN] = _bind(d, mean)
+    if weight is not None:
+        bufs["w"], w[L.OFFSET_W] = _bind(d, weight)
+    if bias is not None:
+        bufs["b"], w[L.OFFSET_B] = _bind(d, bias)
+    consts = {"RMS": int(rms), "HAS_W": int(weight is not None), "HAS_B": int(bias is not None),
+              "LANES": k}
+    d.launch(_FILE, "layer_norm", x.dtype, consts, w, bufs, _grid(d, rows, k))
+
+
+def backward(d, dy, x, weight, mean, rstd, dx, gx, rows, n, rms, k):
+    """dy, x dense; dx dense like x; gx (float32, rows * n) when weight is not None."""
+    w = L.new()
+    w[L.ROWS], w[L.N] = rows, n
+    bufs = {}
+    bufs["x"], w[L.OFFSET_X] = _bind(d, x)
+    bufs["dy"], w[L.OFFSET_DY] = _bind(d, dy)
+    bufs["y"], w[L.OFFSET_Y] = _bind(d, dx)
+    bufs["rstd_in"], w[L.OFFSET_RSTD] = _bind(d, rstd)
+    if mean is not None:
+        bufs["mean_in"], w[L.OFFSET_MEAN] = _bind(d, mean)
+    if weight is not None:
+        bufs["w"], w[L.OFFSET_W] = _bind(d, weight)
+        bufs["gx"], w[L.OFFSET_GX] = _bind(d, gx)
+    consts = {"RMS": int(rms), "HAS_W": int(weight is not None), "LANES": k}
+    d.launch(_FILE, "layer_norm_bwd", x.dtype, consts, w, bufs, _grid(d, rows, k))
