@@ -9,7 +9,7 @@ import sys
 import tempfile
 import time
 
-from . import __version__, serve
+from . import __version__, demo_run, serve
 
 
 def _private_runtime_dir():
@@ -55,6 +55,23 @@ def _plot(path, history, acc, device):
 
 
 def cmd_demo(args):
+    from .demo_run import apply_defaults, cpu_threads
+    apply_defaults(args)
+    if args.distributed:
+        if args.model != "mlp":
+            raise ValueError(f"--distributed trains the MLP (--model mlp), not --model {args.model}")
+        from .distributed.env import read_env
+        cpu_threads(read_env().local_world_size)  # before numpy loads: one share of the cores each
+        from .distributed.demo import cli_demo
+        return cli_demo(args)
+    if args.model != "mlp":
+        from .demo_run import MODEL_THREADS
+        cpu_threads(max_threads=MODEL_THREADS.get(args.model))
+        from . import backends
+        from .demo_run import run_cnn, run_gpt
+        device = backends.normalize_device(args.device)
+        backends.get_backend(device)      # an unavailable device fails here, before any output
+        return (run_cnn if args.model == "cnn" else run_gpt)(args, device)
     from . import backends
     from .demo import DEMOS
     from .training import fit
@@ -137,17 +154,20 @@ def build_parser():
     p.add_argument("--version", action="version", version=f"numr-web {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="list devices and their details")
-    d = sub.add_parser("demo", help="train the digits MLP and print the test accuracy")
+    d = sub.add_parser("demo", help="train a model (the digits MLP, a digits CNN or a character "
+                                    "GPT) and print its test accuracy or validation loss")
     d.add_argument("--device", default=None, help="cpu (default), webgpu or cuda")
-    d.add_argument("--epochs", type=int, default=20)
+    d.add_argument("--epochs", type=int, default=None, help="mlp 20, cnn 15")
     d.add_argument("--hidden", type=int, default=128)
-    d.add_argument("--batch-size", type=int, default=64)
-    d.add_argument("--lr", type=float, default=3e-3)
+    d.add_argument("--batch-size", type=int, default=None, help="mlp 64, cnn 32, gpt 32")
+    d.add_argument("--lr", type=float, default=None, help="mlp 3e-3, cnn 2e-3, gpt 3e-3")
     d.add_argument("--activation", default="gelu")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--plot", default="loss_curve.png", help="loss-curve PNG ('' for none)")
+    d.add_argument("--plot", default=None, help="loss-curve PNG ('' for none; default "
+                                                "loss_curve.png, cnn_ or gpt_loss_curve.png)")
     d.add_argument("--min-accuracy", type=float, default=0.0,
                    help="exit with status 1 below this test accuracy (0..1)")
+    demo_run.add_arguments(d)
     b = sub.add_parser("bench", help="run bench/linear.py from the source checkout; the arguments "
                                      "after `bench` go to it (its options: numr-web bench -- --help)")
     b.add_argument("rest", nargs=argparse.REMAINDER)

@@ -134,3 +134,22 @@ def test_store_rendezvous_names_the_missing_rank():
 def test_mpi_backend_without_mpirun_is_a_clear_error():
     rc, out, _ = _launch([sys.executable, WORKER, "mpi_without_mpirun"], 2, 2)
     assert out.count("DistributedError: world size mismatch: 2 ranks expected") == 2, out
+
+
+@needs_mpi
+def test_cli_demo_distributed_under_mpirun():
+    """`mpirun -n 2 numr-web demo --distributed`: the ranks end with bit-identical parameters
+    and the accuracy of the single-process run with the same global batch."""
+    import re
+    p = subprocess.run(MPIRUN + [sys.executable, "-m", "numr_web.cli", "demo", "--distributed",
+                                 "--epochs", "2", "--hidden", "32"],
+                       capture_output=True, text=True, timeout=180, env=_env())
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert re.fullmatch(r"parameters bit-identical on all 2 ranks: yes \(sha256 [0-9a-f]{16}\)",
+                        lines[-1]), lines
+    m = re.fullmatch(r"final test accuracy: (\d+\.\d\d)%  \(2 ranks, \d+\.\d s\)", lines[-2])
+    assert m, lines
+    assert sum(line.startswith("epoch ") for line in lines) == 2     # rank 0 logs, once per epoch
+    ref = _single_process_reference(2)["accuracy"]
+    assert abs(float(m.group(1)) - ref * 100) <= 100 / 359 + 0.01    # at most one test image apart

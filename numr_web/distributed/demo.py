@@ -108,6 +108,7 @@ def cli_demo(args):
     if backend is None:
         backend = "nccl" if args.device == "cuda" else "mpi"
     res = run_digits(device=args.device, backend=backend, epochs=args.epochs, hidden=args.hidden,
-                     activation=args.activation, seed=args.seed)
+                     batch_size=args.batch_size, lr=args.lr, activation=args.activation,
+                     seed=args.seed)
     world.destroy()
     return 0 if res["accuracy"] >= getattr(args, "min_accuracy", 0.0) else 1

@@ -1,0 +1,210 @@
+"""`numr-web demo --model cnn|gpt`: the command-line runs of the CNN and GPT demos (the MLP's is in
+numr_web.cli, `--distributed` in numr_web.distributed.demo). Each prints what it trains, a
+progress bar (tqdm when installed, else a line per epoch / evaluation), and ends with its result
+line: `final test accuracy: XX.XX%` (cnn) or `val loss X.XXX` (gpt). Returns the exit status:
+1 when a --min-accuracy / --max-val-loss gate is missed, else 0."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+MODEL_DEFAULTS = {          # option -> value per model, for options left unset on the command line
+    "mlp": {"epochs": 20, "batch_size": 64, "lr": 3e-3, "plot": "loss_curve.png"},
+    "cnn": {"epochs": 15, "batch_size": 32, "lr": 2e-3, "plot": "cnn_loss_curve.png"},
+    "gpt": {"epochs": None, "batch_size": 32, "lr": 3e-3, "plot": "gpt_loss_curve.png",
+            "checkpoint": "gpt.safetensors"},
+}
+
+
+def apply_defaults(args):
+    """Fill the options the user left as None with the chosen model's defaults."""
+    for k, v in MODEL_DEFAULTS[args.model].items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+
+
+# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the CNN's and the GPT's
+# GEMMs (at most 2048 x 512) are small, and a second OpenBLAS thread that spins between them
+# costs more than it gives once other work shares the cores (docs/benchmarks.md)
+MODEL_THREADS = {"cnn": 1, "gpt": 1}
+
+
+def cpu_threads(local_processes=1, env=None, max_threads=None):
+    """Give OpenBLAS/OpenMP an even share of this machine's cores per local process (at most
+    max_threads), unless the user set the variables: e.g. two MPI ranks on two cores get one
+    thread each instead of two each (which oversubscribes the cores). Must run before numpy is
+    imported."""
+    env = os.environ if env is None else env
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    n = max(1, cores // max(1, local_processes))
+    n = str(min(n, max_threads) if max_threads else n)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, n)
+
+
+def _progress(total, unit):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit=unit)
+
+
+def save_plot(path, series, xlabel, ylabel, title, log_y=False):
+    """A PNG of the curves series = {label: (xs, ys)} (matplotlib optional: says so if missing)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no loss-curve plot (pip install 'numr-web[demo]')")
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o", markersize=3, label=label)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if log_y:
+        ax.set_yscale("log")
+    if len(series) > 1:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"loss curve saved to {path}")
+
+
+def run_cnn(args, device):
+    from .demo import prepare_cnn
+    from .serialization import save
+    from .training import fit
+    kwargs, info = prepare_cnn(device=device, epochs=args.epochs, batch_size=args.batch_size,
+                               lr=args.lr, hidden=args.hidden, seed=args.seed)
+    c1, c2 = info["channels"]
+    print(f"training a CNN (conv3x3 {c1} + relu, conv3x3 {c2} + relu, max-pool 2, fused "
+          f"Linear+relu {info['hidden']}, Linear 10; {info['parameters']:,} parameters) on the UCI "
+          f"digits data ({info['n_train']} train / {info['n_test']} test images, shifted by up to "
+          f"1 pixel), AdamW + cosine schedule, label smoothing 0.1, batch {args.batch_size}, "
+          f"{args.epochs} epochs, device={device}")
+    bar = _progress(args.epochs, "epoch")
+
+    def on_epoch(e):
+        acc = e.metrics["accuracy"]
+        if bar is not None:
+            bar.set_postfix(loss=f"{e.loss:.4f}", test_acc=f"{acc:.4f}")
+            bar.update(1)
+        else:
+            print(f"epoch {e.epoch + 1:3d}  loss {e.loss:.4f}  test accuracy {acc:.4f}")
+
+    t0 = time.perf_counter()
+    try:
+        res = fit(**kwargs, on_epoch=on_epoch)
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    acc = res.metrics["accuracy"]
+    if args.checkpoint:
+        save(kwargs["model"].state_dict(), args.checkpoint, metadata={"model": "DigitsCNN"})
+        print(f"checkpoint saved to {args.checkpoint}")
+    if args.plot:
+        xs = list(range(1, len(res.history) + 1))
+        save_plot(args.plot, {"training loss": (xs, res.history)}, "epoch", "training loss",
+                  f"numr_web digits CNN on {device} (test acc {acc * 100:.2f}%)")
+    print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
+    return 0 if acc >= args.min_accuracy else 1
+
+
+def run_gpt(args, device):
+    from dataclasses import asdict
+    from .demo_gpt import prepare_gpt, sample_text
+    from .serialization import save
+    from .training import fit
+    kwargs, info = prepare_gpt(device=device, steps=args.steps, batch_size=args.batch_size,
+                               block_size=args.block_size, n_layer=args.n_layer,
+                               n_head=args.n_head, n_embd=args.n_embd, lr=args.lr,
+                               min_lr=args.lr / 10, eval_interval=args.eval_interval,
+                               seed=args.seed)
+    cfg = info["config"]
+    print(f"training a character GPT ({cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} dims, "
+          f"context {cfg.block_size}; {info['parameters'] / 1e6:.2f}M parameters) on "
+          f"{info['train_tokens']:,} characters of Python's standard library "
+          f"({info['val_tokens']:,} held out for validation), batch {args.batch_size}, "
+          f"{args.steps} steps of AdamW + cosine schedule, device={device}")
+    bar = _progress(args.steps, "step")
+    curve = {"step": [], "train": [], "val": []}
+
+    def on_step(s):
+        if bar is not None:
+            bar.update(1)
+
+    def on_epoch(e):
+        val = e.metrics["val_loss"]
+        curve["step"].append(e.step)
+        curve["train"].append(e.loss)
+        curve["val"].append(val)
+        if bar is not None:
+            bar.set_postfix(train_loss=f"{e.loss:.3f}", val_loss=f"{val:.3f}")
+        else:
+            print(f"step {e.step:5d}  train loss {e.loss:.3f}  val loss {val:.3f}  "
+                  f"({e.seconds:.0f} s)")
+
+    t0 = time.perf_counter()
+    try:
+        res = fit(**kwargs, on_step=on_step, on_epoch=on_epoch)
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    val = res.metrics["val_loss"]
+    print(f"trained {res.steps} steps in {seconds:.1f} s ({seconds / res.steps * 1e3:.0f} ms/step); "
+          f"train loss {res.history[-1]:.3f}")
+    model = info["model"]
+    if args.checkpoint:
+        meta = {"model": "numr_web.models.GPT", "config": json.dumps(asdict(cfg)),
+                "vocab": info["vocab"].chars, "steps": str(res.steps), "val_loss": f"{val:.4f}"}
+        save(model.state_dict(), args.checkpoint, metadata=meta)
+        print(f"checkpoint saved to {args.checkpoint}")
+    if args.plot:
+        save_plot(args.plot, {"train": (curve["step"], curve["train"]),
+                              "val": (curve["step"], curve["val"])}, "step",
+                  "loss (nats/char)", f"numr_web character GPT on {device} (val {val:.3f})")
+    if args.sample_chars > 0:
+        text = sample_text(model, info["vocab"], args.prompt, args.sample_chars,
+                           temperature=args.temperature, seed=args.seed)
+        print(f"--- sample (prompt {args.prompt!r}, temperature {args.temperature}) ---")
+        print(text)
+        print("---")
+    print(f"val loss {val:.3f}")
+    return 0 if args.max_val_loss is None or val <= args.max_val_loss else 1
+
+
+def add_arguments(d):
+    """The CNN/GPT options of `numr-web demo` (the parser's MLP options are shared)."""
+    d.add_argument("--model", choices=("mlp", "cnn", "gpt"), default="mlp",
+                   help="mlp (default): the digits MLP; cnn: a small CNN on the digits; gpt: a "
+                        "character-level GPT on Python's standard-library sources")
+    g = d.add_argument_group("gpt options")
+    g.add_argument("--steps", type=int, default=500, help="optimizer steps (default 500)")
+    g.add_argument("--n-layer", type=int, default=4)
+    g.add_argument("--n-head", type=int, default=4)
+    g.add_argument("--n-embd", type=int, default=128)
+    g.add_argument("--block-size", type=int, default=64, help="context length in characters")
+    g.add_argument("--eval-interval", type=int, default=50,
+                   help="steps between validation-loss evaluations")
+    g.add_argument("--prompt", default="def ", help="start of the generated sample")
+    g.add_argument("--sample-chars", type=int, default=300,
+                   help="characters to generate after training (0: none)")
+    g.add_argument("--temperature", type=float, default=0.8)
+    g.add_argument("--max-val-loss", type=float, default=None,
+                   help="exit with status 1 above this validation loss (nats/char)")
+    d.add_argument("--checkpoint", default=None,
+                   help="save the trained weights here (safetensors; gpt default "
+                        "gpt.safetensors, '' for none)")
+    d.add_argument("--distributed", nargs="?", const="auto", default=None,
+                   choices=("auto", "mpi", "nccl"),
+                   help="train the MLP data-parallel over the ranks started by mpirun (mpi, cpu) "
+                        "or numr_web.distributed.launch (nccl, --device cuda)")
