@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# bench/cuda.py would shadow the `cuda` package cupy imports: drop bench/ from the path
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != str(Path(__file__).resolve().parent)]
 sys.path.insert(0, str(ROOT))
 
 
