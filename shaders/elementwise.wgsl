@@ -37,22 +37,54 @@ fn reduce_angle(x: f32) -> f32 {
     return (x - k * 6.28125) - k * 0.0019353071795864769;
 }
 
-fn pow_f(x: f32, y: f32) -> f32 {
-    if (y == 0.0) { return 1.0; }
-    if (y == 1.0) { return x; }
-    if (y == 2.0) { return x * x; }
-    let yi = round(y);
-    let odd = yi == y && abs(yi % 2.0) == 1.0;
-    if (x == 0.0) {
-        if (y > 0.0) { return select(0.0, x, odd); }
-        return select(inf_f32(), select(inf_f32(), -inf_f32(), bitcast<u32>(x) != 0u), odd);
+fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+
+// x**n for an integer |n| <= 2**24 by squaring (each step rounds once: a few ulp at most, where
+// exp2(n log2 x) loses |n log2 x| ulp).
+fn pow_int(x: f32, n: f32) -> f32 {
+    var e = u32(abs(n));
+    var base = x;
+    var r = 1.0;
+    loop {
+        if (e == 0u) { break; }
+        if ((e & 1u) == 1u) { r = r * base; }
+        e = e >> 1u;
+        if (e != 0u) { base = base * base; }
     }
-    let r = pow(abs(x), y);
-    if (x < 0.0) {
-        if (yi != y) { return nan_f32(); }
-        return select(r, -r, odd);
-    }
+    if (n < 0.0) { return 1.0 / r; }
     return r;
+}
+
+// pow with C99's (and torch's) special cases, tested on bit patterns (compilers may assume no NaN):
+// x**0 = 1 and 1**y = 1 even for NaN; NaN otherwise propagates; (-1)**(+-inf) = 1; |x| < 1 or > 1
+// to +-inf gives 0 or inf; signed zeros and infinities keep the sign for odd integer y.
+fn pow_f(x: f32, y: f32) -> f32 {
+    if (y == 0.0 || bitcast<u32>(x) == 0x3f800000u) { return 1.0; }
+    if (isnan_f(x) || isnan_f(y)) { return nan_f32(); }
+    let ay = abs(y);
+    let ax = abs(x);
+    if (isinf_f(y)) {
+        if (ax == 1.0) { return 1.0; }
+        if ((ax > 1.0) == (y > 0.0)) { return inf_f32(); }
+        return 0.0;
+    }
+    let yint = floor(ay) == ay;
+    let odd = yint && ay < 16777216.0 && (u32(ay) & 1u) == 1u;
+    let neg = bitcast<u32>(x) >= 0x80000000u;            // sign bit: -0.0 and -inf included
+    if (ax == 0.0 || isinf_f(x)) {
+        let big = (ax == 0.0) == (y < 0.0);               // 0**neg and inf**pos: inf
+        var r = 0.0;
+        if (big) { r = inf_f32(); }
+        return select(r, -r, neg && odd);
+    }
+    if (neg && !yint) { return nan_f32(); }
+    var r: f32;
+    if (yint && ay <= 64.0) {
+        r = pow_int(ax, y);
+    } else {
+        r = pow(ax, y);
+    }
+    return select(r, -r, neg && odd);
 }
 
 fn pow_c(x: C, y: C) -> C {

@@ -220,16 +220,32 @@ def unary(name, x):
     return apply(OPS[name], x)
 
 
+def _is_bool(x):
+    return getattr(x, "dtype", None) is dt.bool_ or isinstance(x, bool) or \
+        getattr(getattr(x, "dtype", None), "kind", "") == "b"
+
+
+def _check_int_pow(a, b):
+    """Integers to negative integer powers are refused (as torch does); the exponent's values
+    are read for a tensor exponent, before the op runs."""
+    neg = (b < 0) if not isinstance(b, Tensor) else bool((b < 0).astype(dt.int32).sum().item())
+    if neg:
+        raise DTypeError("pow: integers to negative integer powers are not allowed; convert the "
+                         "base to a float dtype first (x.float() ** n)")
+
+
 def _result_dtype(name, a, b):
+    if name == "sub" and (_is_bool(a) or _is_bool(b)):
+        raise DTypeError("subtraction with a bool operand is not supported (as in torch); use ^ "
+                         "(logical xor) or ~ (logical not), or convert with .astype('int32')")
     d = dt.result_type(a, b)
+    if name == "pow" and not d.is_floating and d is not dt.bool_:
+        _check_int_pow(a, b)
     if name in _INT_ONLY:
         if d.is_floating:
             raise DTypeError(f"{name} needs integer or bool operands, got {d.name}")
         return d
     if d is dt.bool_:
-        if name == "sub":
-            raise DTypeError("subtracting bool tensors is not supported; use ^ (logical xor) "
-                             "or ~ (logical not) instead")
         if name in ("div", "pow", "floor_divide", "remainder"):
             return dt.default_float if name == "div" else dt.int32
     if name == "div" and not d.is_floating:
@@ -239,6 +255,12 @@ def _result_dtype(name, a, b):
 
 def binary(name, a, b):
     """Elementwise binary op with broadcasting, torch's type promotion and Python scalars."""
+    if name == "pow" and _is_bool(a) and _is_bool(b):         # torch: bool ** bool is bool
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            raise DTypeError("pow of two bool tensors is not defined (as in torch); convert one "
+                             "with .astype('int32')")
+        cast = [x.astype(dt.int32) if isinstance(x, Tensor) else int(x) for x in (a, b)]
+        return binary("pow", *cast).astype(dt.bool_)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         if a.device != b.device:
@@ -271,6 +293,10 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
+    if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
+        raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
+                         "(-2**31..2**31-1); use a float scalar or convert the tensor with "
+                         ".astype('float64')")
     return apply(OPS[name], t, scalar=s, reverse=not ta)
 
 

@@ -148,7 +148,12 @@ def _arg(op, x, dim, keepdim, axis, keepdims):
     if axis is not None:
         axis = sh.normalize_axis(axis, x.ndim)
         if x.ndim and x.shape[axis] == 0:
-            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape})")
+            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape}); "
+                             "reduce over a non-empty dim")
+        if x.size == 0:               # a non-empty dim of a tensor empty elsewhere: empty result
+            shape = sh.reduced_shape(x.shape, (axis,), keep)
+            return Tensor._wrap(x._backend.full(shape, 0, dt.int32), dt.int32, x.device,
+                                x._backend)
     if x.size == 0:
         raise ShapeError(f"{op} of an empty tensor is undefined")
     if op == "argmin":
