@@ -134,41 +134,42 @@ def _gelu_d1(xp, dy, z, y=None):
     return d
 
 
-def _gelu_tanh_t(xp, z):
+def _gelu_tanh_u2(xp, z):
     u = xp.multiply(z, z)
     u *= GELU_A
     u += 1
     u *= z
-    u *= GELU_C
-    return xp.tanh(u, out=u)                   # t = tanh(c (z + a z³))
+    u *= 2 * GELU_C
+    return u                                   # 2u = 2 c (z + a z³)
 
 
 def _gelu_tanh_fwd(xp, z):
-    y = _gelu_tanh_t(xp, z)
-    y += 1
-    y *= z
-    y *= 0.5
-    return y
+    # 0.5 z (1 + tanh u) = z sigmoid(2u): no cancellation in the lower tail; evaluated in float64
+    # and rounded once (the rounding of u in float32 alone costs up to ~4 ulp)
+    w = z.astype(xp.float64)
+    y = _sigmoid(xp, _gelu_tanh_u2(xp, w))
+    y *= w
+    return y.astype(z.dtype, copy=False)
+
+
+def _gelu_tanh_du(xp, z):
+    return GELU_C * (1 + 3 * GELU_A * z * z)
 
 
 def _gelu_tanh_dz(xp, z):
-    t = _gelu_tanh_t(xp, z)                    # 0.5 (1 + t) + 0.5 z (1 - t²) c (1 + 3 a z²)
-    du = xp.multiply(z, z)
-    du *= 3 * GELU_A
-    du += 1
-    du *= GELU_C
-    du *= z
-    du *= 1 - t * t
-    du += 1 + t
-    du *= 0.5
-    return du
+    # sigmoid(2u) + 0.5 z (1 - t²) u' with 1 - t² = 4 s q, s, q = sigmoid(+-2u)
+    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))
+    sq = s * q
+    return s + xp.where(sq == 0, 0, 2 * z * sq * _gelu_tanh_du(xp, z)).astype(z.dtype, copy=False)
 
 
 def _gelu_tanh_d2(xp, z):
-    t = _gelu_tanh_t(xp, z)                    # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
-    du = GELU_C * (1 + 3 * GELU_A * z * z)
+    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))   # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
+    du = _gelu_tanh_du(xp, z)
     ddu = 6 * GELU_C * GELU_A * z
-    return (1 - t * t) * (du + 0.5 * z * (ddu - 2 * t * du * du))
+    sq4 = 4 * s * q
+    return xp.where(sq4 == 0, 0, sq4 * (du + 0.5 * z * (ddu - 2 * (s - q) * du * du))).astype(
+        z.dtype, copy=False)
 
 
 def _silu_dz(xp, z):
