@@ -265,7 +265,7 @@ def binary(name, a, b):
     if ta and tb:
         if a.device != b.device:
             check_same_device(a, b)
-        if a.dtype is b.dtype and a.dtype.kind == "f":
+        if a.dtype is b.dtype and a.dtype.kind == "f" and name not in _INT_ONLY:
             d = a.dtype                                  # the common case: nothing to promote
         else:
             d = _result_dtype(name, a, b)
