@@ -110,11 +110,12 @@ fn pow_c(x: C, y: C) -> C {
 // float-only ones through f32, and the ops layer never sends a dtype an op does not take.
 fn unary_neg(x: C) -> C { return -x; }
 fn unary_abs(x: C) -> C { return abs(x); }
-fn unary_exp(x: C) -> C { let f = f32(x); return C(select(exp(f), inf_f32(), f > 88.72283)); }
+fn unary_exp(x: C) -> C { return C(exp_s(f32(x))); }
 fn unary_log(x: C) -> C {
     let f = f32(x);
     if (f < 0.0) { return C(nan_f32()); }
     if (f == 0.0) { return C(-inf_f32()); }
+    if (f < 1.1754943508222875e-38) { return C(log(f * 16777216.0) - 16.635532333438686); }
     return C(log(f));
 }
 fn unary_sqrt(x: C) -> C { let f = f32(x); return C(select(sqrt(f), nan_f32(), f < 0.0)); }

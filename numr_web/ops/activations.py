@@ -264,7 +264,7 @@ ACT = {a.name: a for a in (
                   d1="dy * (C(1) - s * s)", ds="C(-2) * s")),
     Act("silu", "z",
         np=_np(lambda xp, z: z * _sigmoid(xp, z), _silu_dz, _silu_d2),
-        wgsl=Code("z * sigmoid_s(z)",
+        wgsl=Code("silu_s(z)",
                   "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
         cuda=Code("z * sigm(z)", "C s = sigm(z); return s * (C(1) + z * (C(1) - s));",
@@ -272,12 +272,12 @@ ACT = {a.name: a for a in (
                   "return q == C(0) ? C(0) : q * (C(2) + z * (C(1) - C(2) * s));")),
     Act("gelu", "z",
         np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
-        wgsl=Code("z * phi_cdf(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
+        wgsl=Code("gelu_s(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
         cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
                   "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
     Act("gelu_tanh", "z",
         np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2),
-        wgsl=Code("z * sigmoid_s(2.0 * gelu_tanh_u(z))",
+        wgsl=Code("gelu_tanh_s(z)",
                   "let u = gelu_tanh_u(z);\n"
                   "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
                   "    if (abs(u) > 40.0) { second = 0.0; }   // sech² underflowed: no 0 * inf\n"
@@ -314,8 +314,8 @@ ACT = {a.name: a for a in (
                d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * (s + 1)).astype(
                    dy.dtype, copy=False),
                ds=lambda xp, s: (s <= 0).astype(s.dtype)),
-        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp(min(z, 0.0)), 1.0, z > 0.0)",
-                  "select(exp(min(z, 0.0)), 0.0, z > 0.0)",
+        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp_s(min(z, 0.0)), 1.0, z > 0.0)",
+                  "select(exp_s(min(z, 0.0)), 0.0, z > 0.0)",
                   d1="select(dy * (s + 1.0), dy, s > 0.0)", ds="select(1.0, 0.0, s > 0.0)"),
         cuda=Code("z > C(0) ? z : expm1(z)", "z > C(0) ? C(1) : m_exp(z)",
                   "z > C(0) ? C(0) : m_exp(z)",

@@ -14,9 +14,11 @@ def test_max_min_with_dim_return_values_only(device):
     assert torch.tensor([[1.0, 3.0]]).max(1).indices.tolist() == [1]     # torch: (values, indices)
 
 
-def test_mean_of_integer_tensor_raises(device):
+def test_mean_of_integer_tensor_raises_as_in_torch(device):
     with pytest.raises(nr.DTypeError):
         nr.tensor([1, 2], device=device).mean()
+    with pytest.raises(RuntimeError):
+        torch.tensor([1, 2]).mean()
 
 
 def test_int32_is_the_widest_integer(device):

@@ -71,7 +71,8 @@ def test_activation_forward_at_extremes(device, name, request):
     want = truth(TRUTH[name], z.astype(np.float64))
     tz = TORCH[name](torch.from_numpy(z)).numpy()
     got = nr.activation(nr.tensor(z, device=device), name).numpy()
-    assert_close_ulps(got, want, np.float32, 4, device, ulps(tz, want, np.float32), name,
+    assert_close_ulps(got, want, np.float32, ACT_ULPS.get(name, 4), device,
+                      ulps(tz, want, np.float32), name,
                       truth(TRUTH[name], flushed(z).astype(np.float64)))
 
 
@@ -146,10 +147,12 @@ UNARY = {"exp": (mpmath.exp, torch.exp), "expm1": (mpmath.expm1, torch.expm1),
                                                           else mpmath.mpf("nan")), torch.log)}
 # Open on webgpu (pinned here so a fix is noticed): builtin exp loses up to ~60 ulp near the
 # ends of its range on lavapipe; sin/cos lack a Payne-Hanek reduction for |x| >~ 1e5.
-WEBGPU_KNOWN = {"exp": "builtin exp: ~60 ulp near |x| ~ 70-88", "expm1": "builtin exp",
-                "sin": "no Payne-Hanek reduction", "cos": "no Payne-Hanek reduction",
-                "log": "a subnormal input reads as FLT_MIN, not 0"}
-WEBGPU_KNOWN_ACT = {"sigmoid", "silu", "softplus", "mish"}
+WEBGPU_KNOWN = {"sin": "no Payne-Hanek reduction", "cos": "no Payne-Hanek reduction"}
+WEBGPU_KNOWN_ACT = set()
+# ulp bounds beyond the default 4: gelu_tanh's sigmoid(2u) amplifies the float32 rounding of
+# u = c (z + a z^3) (and of the constants) by |2u| (~9 at z = -3.6, where torch's own error is 8.6
+# ulp); gelu's lower tail is a product of erfc pieces, each rounded once.
+ACT_ULPS = {"gelu_tanh": 12, "gelu": 8}
 TRIG_BIG = [1e5, -1e5, 1e6, 3e7, 12867.963, 6.2831855, 3.1415927, 1.5707964, 1e20, 3.4e38]
 
 
