@@ -30,14 +30,91 @@ fn idx(i: u32) -> vec4<u32> {
     return offsets4(i);
 }
 
-// sin/cos argument reduction to [-pi, pi] (Cody-Waite, two constants): builtin sin/cos are only
-// specified on [-pi, pi].
-fn reduce_angle(x: f32) -> f32 {
-    let k = round(x * 0.15915494309189535);
-    return (x - k * 6.28125) - k * 0.0019353071795864769;
+fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+
+// sin and cos: Payne-Hanek argument reduction (exact integer arithmetic on 16-bit limbs, so no
+// compiler can reassociate it) to r in [-pi/4, pi/4] and a quadrant n, then minimax polynomials
+// on r (musl's __sindf/__cosdf coefficients). Builtin sin/cos are only specified on [-pi, pi]
+// and lose everything for large arguments.
+var<private> TWO_OVER_PI: array<u32, 8> = array<u32, 8>(0xa2f9836eu, 0x4e441529u, 0xfc2757d1u,
+    0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u);   // 2/pi, 256 bits
+
+// 16-bit limb i (0 = least significant) of the 128-bit window of 2/pi that starts at word w0.
+fn pio2_limb(w0: u32, i: i32) -> u32 {
+    if (i < 0 || i > 7) { return 0u; }
+    let word = TWO_OVER_PI[w0 + 3u - u32(i / 2)];
+    return select(word & 0xffffu, word >> 16u, (i & 1) == 1);
 }
 
-fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+// 32 bits of the limb array r starting at bit pos (pos >= 0).
+fn limbs32(r: ptr<function, array<u32, 14>>, pos: u32) -> u32 {
+    let li = pos / 16u;
+    let sh = pos % 16u;
+    let v = (*r)[li] | ((*r)[li + 1u] << 16u);
+    let v2 = (*r)[li + 2u] | ((*r)[li + 3u] << 16u);
+    if (sh == 0u) { return v; }
+    return (v >> sh) | (v2 << (32u - sh));
+}
+
+// |x| = r + n pi/2 (mod 2 pi) for finite |x| >= pi/4: returns (r, n).
+fn reduce_pio2(ax: f32) -> vec2<f32> {
+    let bits = bitcast<u32>(ax);
+    let m = (bits & 0x7fffffu) | 0x800000u;            // |x| = m 2^e
+    let e = i32(bits >> 23u) - 150;
+    let p0 = (max(e - 2, 0) / 32) * 32;                 // bits of 2/pi before p0 give multiples of 4
+    let w0 = u32(p0 / 32);
+    let ml = m & 0xffffu;
+    let mh = m >> 16u;
+    var r: array<u32, 14>;
+    var carry = 0u;
+    for (var i = 0; i < 14; i = i + 1) {                // r = m * window (16-bit limbs)
+        let a = ml * pio2_limb(w0, i);
+        let b = ml * pio2_limb(w0, i - 1);
+        let c = mh * pio2_limb(w0, i - 1);
+        let d = mh * pio2_limb(w0, i - 2);
+        let t = (a & 0xffffu) + (b >> 16u) + (c & 0xffffu) + (d >> 16u) + carry;
+        r[i] = t & 0xffffu;
+        carry = t >> 16u;
+    }
+    let f = u32(128 - (e - p0));                        // the binary point's bit position in r
+    let hi = limbs32(&r, f - 30u);                      // 2 integer bits, 30 fraction bits
+    let lo = limbs32(&r, f - 62u);                      // the next 32 fraction bits
+    var n = hi >> 30u;
+    let a = (hi << 2u) | (lo >> 30u);
+    if (a >= 0x80000000u) { n = n + 1u; }               // round to the nearest quadrant
+    let frac = f32(bitcast<i32>(a)) * 2.3283064365386963e-10 + f32((lo << 2u) >> 8u)
+               * 1.3877787807814457e-17;
+    let rr = frac * 1.5707963705062866 + frac * -4.371139000186243e-08;
+    return vec2<f32>(rr, f32(n & 3u));
+}
+
+fn sin_poly(x: f32) -> f32 {
+    let z = x * x;
+    let w = z * z;
+    let r = -0.000198393348360966317347 + z * 0.0000027183114939898219064;
+    let s = z * x;
+    return (x + s * (-0.166666666416265235595 + z * 0.0083333293858894631756)) + s * w * r;
+}
+
+fn cos_poly(x: f32) -> f32 {
+    let z = x * x;
+    let w = z * z;
+    let r = -0.00138867637746099294692 + z * 0.0000243904487962774090654;
+    return ((1.0 + z * -0.499999997251031003120) + w * 0.0416666233237390631894) + (w * z) * r;
+}
+
+// sin (want_cos false) or cos of x.
+fn sincos_s(x: f32, want_cos: bool) -> f32 {
+    if (isnan_f(x) || isinf_f(x)) { return nan_f32(); }
+    let ax = abs(x);
+    var q = vec2<f32>(ax, 0.0);
+    if (ax >= 0.7853981633974483) { q = reduce_pio2(ax); }
+    let n = u32(q.y) + select(0u, 1u, want_cos);         // cos x = sin(x + pi/2)
+    var v = select(sin_poly(q.x), cos_poly(q.x), (n & 1u) == 1u);
+    if ((n & 2u) == 2u) { v = -v; }
+    if (!want_cos && x < 0.0) { v = -v; }
+    return v;
+}
 
 // x**n for an integer |n| <= 2**24 by squaring (each step rounds once: a few ulp at most, where
 // exp2(n log2 x) loses |n log2 x| ulp).
@@ -119,8 +196,8 @@ fn unary_log(x: C) -> C {
     return C(log(f));
 }
 fn unary_sqrt(x: C) -> C { let f = f32(x); return C(select(sqrt(f), nan_f32(), f < 0.0)); }
-fn unary_sin(x: C) -> C { return C(sin(reduce_angle(f32(x)))); }
-fn unary_cos(x: C) -> C { return C(cos(reduce_angle(f32(x)))); }
+fn unary_sin(x: C) -> C { return C(sincos_s(f32(x), false)); }
+fn unary_cos(x: C) -> C { return C(sincos_s(f32(x), true)); }
 fn unary_sign(x: C) -> C {
     if (x > C(0)) { return C(1); }
     if (x < C(0)) { return C(-1); }

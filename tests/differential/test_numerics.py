@@ -64,9 +64,7 @@ def test_every_activation_has_a_reference():
 
 
 @pytest.mark.parametrize("name", ACTS)
-def test_activation_forward_at_extremes(device, name, request):
-    if device == "webgpu" and name in WEBGPU_KNOWN_ACT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="builtin exp on lavapipe"))
+def test_activation_forward_at_extremes(device, name):
     z = np.array(GRID, np.float32)
     want = truth(TRUTH[name], z.astype(np.float64))
     tz = TORCH[name](torch.from_numpy(z)).numpy()
@@ -145,10 +143,6 @@ UNARY = {"exp": (mpmath.exp, torch.exp), "expm1": (mpmath.expm1, torch.expm1),
          "sqrt": (lambda t: mpmath.sqrt(t) if t >= 0 else mpmath.mpf("nan"), torch.sqrt),
          "log": (lambda t: mpmath.log(t) if t > 0 else (mpmath.mpf("-inf") if t == 0
                                                           else mpmath.mpf("nan")), torch.log)}
-# Open on webgpu (pinned here so a fix is noticed): builtin exp loses up to ~60 ulp near the
-# ends of its range on lavapipe; sin/cos lack a Payne-Hanek reduction for |x| >~ 1e5.
-WEBGPU_KNOWN = {"sin": "no Payne-Hanek reduction", "cos": "no Payne-Hanek reduction"}
-WEBGPU_KNOWN_ACT = set()
 # ulp bounds beyond the default 4: gelu_tanh's sigmoid(2u) amplifies the float32 rounding of
 # u = c (z + a z^3) (and of the constants) by |2u| (~9 at z = -3.6, where torch's own error is 8.6
 # ulp); gelu's lower tail is a product of erfc pieces, each rounded once.
@@ -157,9 +151,7 @@ TRIG_BIG = [1e5, -1e5, 1e6, 3e7, 12867.963, 6.2831855, 3.1415927, 1.5707964, 1e2
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_math_at_extremes(device, name, request):
-    if device == "webgpu" and name in WEBGPU_KNOWN:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=WEBGPU_KNOWN[name]))
+def test_unary_math_at_extremes(device, name):
     pts = GRID + (TRIG_BIG if name in ("sin", "cos") else [])
     z = np.array(pts, np.float32)
     mp_fn, t_fn = UNARY[name]
@@ -179,3 +171,16 @@ def test_float16_is_computed_in_float32_and_rounded_once(device):
         assert got.dtype == np.float16
         err = ulps(got, want.astype(np.float64), np.float16)
         assert (err <= 1).all(), (name, z, got, want)
+
+
+def test_sin_cos_over_the_whole_float32_range(device):
+    """Every exponent, and arguments next to multiples of pi/2 (where reduction cancels)."""
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0x3f000000, 0x7f800000, 4000, dtype=np.int64).astype(np.uint32)
+    x = bits.view(np.float32) * np.where(rng.random(4000) < 0.5, -1, 1).astype(np.float32)
+    near = (rng.integers(1, 10 ** 7, 1000) * np.pi / 2).astype(np.float32)
+    x = np.concatenate([x, near])
+    for name, f in (("sin", np.sin), ("cos", np.cos)):
+        want = f(x.astype(np.float64))           # float64 truth at the float32 argument
+        got = getattr(nr, name)(nr.tensor(x, device=device)).numpy()
+        assert_close_ulps(got, want, np.float32, 3, device, None, name)
