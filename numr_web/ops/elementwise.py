@@ -246,7 +246,10 @@ def _result_dtype(name, a, b):
             raise DTypeError(f"{name} needs integer or bool operands, got {d.name}")
         return d
     if d is dt.bool_:
-        if name in ("div", "pow", "floor_divide", "remainder"):
+        if name in ("floor_divide", "remainder"):
+            raise DTypeError(f"{name} of bool operands is not defined (as in torch); convert one "
+                             "with .astype('int32')")
+        if name in ("div", "pow"):
             return dt.default_float if name == "div" else dt.int32
     if name == "div" and not d.is_floating:
         return dt.default_float

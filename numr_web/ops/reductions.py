@@ -105,6 +105,8 @@ def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) over dim without overflow; its gradient is softmax(x)."""
     if not x.dtype.is_floating:
         x = x.astype(dt.default_float)
+    if any(x.shape[a] == 0 for a in sh.normalize_axes(dim, x.ndim)):
+        return x.exp().sum(dim, keepdim=keepdim).log()      # an empty sum: log(0) = -inf
     m = x.detach().max(dim, keepdim=True)
     m = where(m.abs() < float("inf"), m, 0.0)             # all -inf (or inf) rows stay so
     out = ((x - m).exp().sum(dim, keepdim=True)).log() + m
