@@ -159,9 +159,37 @@ fn pow_f(x: f32, y: f32) -> f32 {
     if (yint && ay <= 64.0) {
         r = pow_int(ax, y);
     } else {
-        r = pow(ax, y);
+        r = pow_pos(ax, y);
     }
     return select(r, -r, neg && odd);
+}
+
+// x**y for finite x > 0 as 2^(y log2 x) with log2 x = e + log2 m (m in [sqrt 1/2, sqrt 2)):
+// y e is split into exact products (y = yh + yl, yh of 12 bits), and each of y e and y log2 m into
+// an integer and an exact fraction, so that only the fractions are added in floating point. The
+// error is then ~ (1 + |y log2 m|) ulp, where exp2(y log2 x) loses |y log2 x| ulp.
+fn pow_pos(x: f32, y: f32) -> f32 {
+    var xs = x;
+    var e0 = 0.0;
+    if (xs < 1.1754943508222875e-38) { xs = xs * 16777216.0; e0 = -24.0; }   // subnormal x
+    let bits = bitcast<u32>(xs);
+    var e = f32(i32(bits >> 23u) - 127) + e0;
+    var m = bitcast<f32>((bits & 0x7fffffu) | 0x3f800000u);                 // [1, 2)
+    if (m > 1.4142135623730951) { m = 0.5 * m; e = e + 1.0; }
+    let lm = log1p_s(m - 1.0) * 1.4426950408889634;                         // log2 m
+    let yh = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
+    let a = yh * e;                                                          // exact
+    let b = (y - yh) * e;                                                    // exact
+    let c = y * lm;
+    let na = round(a);
+    let nb = round(b);
+    let nc = round(c);
+    let n = na + nb + nc;
+    let f = ((a - na) + (b - nb)) + (c - nc);
+    if (n > 300.0) { return inf_f32(); }
+    if (n < -300.0) { return 0.0; }
+    let q = exp_parts(f * 0.6931471805599453);
+    return scale2(q.x, q.y + n);
 }
 
 fn pow_c(x: C, y: C) -> C {
