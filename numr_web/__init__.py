@@ -11,8 +11,9 @@ Layers, bottom up: errors, dtypes, shapes, gradmode, host -> backends/ -> autogr
 creation -> ops/ (the op vocabulary) -> nn, data, demo, cli. docs/architecture.md walks a call.
 """
 from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
-from .errors import (BackendLimitError, BackendUnavailableError, DeviceError, DTypeError,
-                     GradientError, KernelError, NumrError, ShapeError)
+from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
+                     GradientError, KernelError, NumrError, ShapeError, StateDictError,
+                     UnknownActivationError)
 from .backends import available_devices, get_backend
 from .gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd import grad

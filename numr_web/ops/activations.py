@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import NumrError
+from ..errors import UnknownActivationError
 from ._erf import erf
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -33,10 +33,6 @@ GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 SOFTPLUS_THRESHOLD = 20.0
 LEAKY_SLOPE = 0.01
-
-
-class UnknownActivationError(NumrError, ValueError):
-    """An activation name not in the ACT table."""
 
 
 class Code:

@@ -263,3 +263,19 @@ def test_softmax_of_0d_and_empty(device):
     assert nr.softmax(nr.tensor(1.5, device=device), 0).item() == 1.0
     assert nr.softmax(nr.zeros((0, 3), device=device), -1).shape == (0, 3)
     assert nr.softmax(nr.zeros((3, 0), device=device), -1).shape == (3, 0)
+
+
+def _all_subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _all_subclasses(sub)
+
+
+def test_every_error_class_lives_in_errors_with_an_example_message():
+    import numr_web.nn  # noqa: F401  (defines nothing of its own: StateDictError is in errors)
+    classes = set(_all_subclasses(nr.NumrError)) | {nr.NumrError}
+    for cls in classes:
+        assert cls.__module__ == "numr_web.errors", cls
+        doc = cls.__doc__ or ""
+        assert cls is nr.NumrError or f"{cls.__name__}: " in doc, (cls, "no example message")
+        assert cls.__name__ in nr.errors.__doc__, (cls, "missing from the module's tree")
