@@ -226,11 +226,8 @@ fn unary_log(x: C) -> C {
 fn unary_sqrt(x: C) -> C { let f = f32(x); return C(select(sqrt(f), nan_f32(), f < 0.0)); }
 fn unary_sin(x: C) -> C { return C(sincos_s(f32(x), false)); }
 fn unary_cos(x: C) -> C { return C(sincos_s(f32(x), true)); }
-fn unary_sign(x: C) -> C {
-    if (x > C(0)) { return C(1); }
-    if (x < C(0)) { return C(-1); }
-    return x;                                          // 0, -0 and NaN keep themselves
-}
+// (x > 0) - (x < 0): 0, -0 and NaN give +0 (as torch)
+fn unary_sign(x: C) -> C { return C(select(0, 1, x > C(0)) - select(0, 1, x < C(0))); }
 fn unary_erf(x: C) -> C { return C(erf_s(f32(x))); }
 fn unary_log1p(x: C) -> C {
     let f = f32(x);

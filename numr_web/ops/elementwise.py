@@ -36,7 +36,8 @@ _unary("log", "log", lambda n, g, x: g / x)
 _unary("sqrt", "sqrt", lambda n, g, x: g / (n.output() * 2), save_out=True)
 _unary("sin", "sin", lambda n, g, x: g * cos(x))
 _unary("cos", "cos", lambda n, g, x: -(g * sin(x)))
-_unary("sign", "sign", lambda n, g, x: g * 0, reads=False)
+_unary("sign", lambda xp, x: ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)),   # torch: -0, NaN
+       lambda n, g, x: g * 0, reads=False)                                               # -> +0
 _unary("erf", erf_xp, lambda n, g, x: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI)
 _unary("log1p", "log1p", lambda n, g, x: g / (x + 1))
 _unary("expm1", "expm1", lambda n, g, x: g * (n.output() + 1), save_out=True)

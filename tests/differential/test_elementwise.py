@@ -206,3 +206,25 @@ def test_pow_accuracy_over_the_float32_range(device):
     ok = np.abs(want) > np.finfo(np.float32).tiny
     err = ulps(got[ok], want[ok], np.float32)
     assert err.max() <= 4, (a[ok][err > 4], b[ok][err > 4])
+
+
+def test_unary_signed_zero_and_nan(device):
+    z = np.array([-0.0, 0.0, np.nan, -2.5, 3.0], np.float32)
+    for name in ("sign", "abs", "neg"):
+        want = getattr(torch, name)(torch.from_numpy(z)).numpy()
+        got = getattr(nr, name)(nr.tensor(z, device=device)).numpy()
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want)), name
+
+
+@pytest.mark.parametrize("value", [np.float64(1.5), np.float32(1.5), np.int64(3), np.int32(3),
+                                   np.bool_(True), np.float16(0.5)])
+def test_creation_from_numpy_scalars_keeps_their_dtype(device, value):
+    want = torch.tensor(value).dtype
+    name = str(want).replace("torch.", "").replace("int64", "int32")
+    if device == "webgpu" and name == "float64":
+        with pytest.raises(nr.DTypeError):
+            nr.tensor(value, device=device)
+        return
+    got = nr.tensor(value, device=device)
+    assert got.dtype.name == name and got.shape == () and got.item() == value.item()
