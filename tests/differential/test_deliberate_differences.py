@@ -41,11 +41,23 @@ def test_integer_division_by_zero_gives_zero(device):
         torch.tensor([7]) // 0
 
 
-def test_nan_to_int_refused(device):
+def test_nan_to_int_refused_as_in_torch(device):
     with pytest.raises(nr.DTypeError):
         nr.tensor([math.nan], dtype="int32", device=device)
     with pytest.raises(nr.DTypeError):
         nr.full((2,), math.inf, dtype="int32", device=device)
+    for make in (lambda: torch.tensor([math.nan], dtype=torch.int32),
+                 lambda: torch.full((2,), math.inf, dtype=torch.int32)):
+        with pytest.raises(RuntimeError):
+            make()
+
+
+def test_out_of_range_float_to_int32(device):
+    got = nr.tensor([1e10, -1e10], device=device).astype("int32").tolist()
+    if device == "webgpu":
+        assert got == [2147483520, -2147483648]
+    else:
+        assert got == torch.tensor([1e10, -1e10]).to(torch.int32).tolist()
 
 
 def test_float64_refused_on_webgpu():
@@ -61,3 +73,13 @@ def test_webgpu_may_flush_subnormals():
         pytest.skip("webgpu unavailable")
     got = nr.exp(nr.tensor([-100.0], device="webgpu")).item()
     assert got == 0.0 or abs(got - math.exp(-100)) <= 2 ** -149
+
+
+def test_integer_softmax_and_mixed_matmul_promote(device):
+    assert nr.softmax(nr.tensor([1, 2], device=device), 0).dtype is nr.float32
+    x = nr.tensor([[1]], device=device) @ nr.tensor([[1.5]], device=device)
+    assert x.dtype is nr.float32 and x.item() == 1.5
+    with pytest.raises(RuntimeError):
+        torch.softmax(torch.tensor([1, 2]), 0)
+    with pytest.raises(RuntimeError):
+        torch.tensor([[1]]) @ torch.tensor([[1.5]])
