@@ -260,7 +260,59 @@ fn binary_div(x: C, y: C) -> C {
 fn binary_pow(x: C, y: C) -> C { return pow_c(x, y); }
 fn binary_maximum(x: C, y: C) -> C { return max_c(x, y); }
 fn binary_minimum(x: C, y: C) -> C { return min_c(x, y); }
-// floor division and the remainder with the divisor's sign (Python's and torch's semantics)
+// fmod(x, y), exact (as C's): long division on the integer mantissas (musl's fmodf), so no
+// rounding of x / y or of q y; y = +-inf gives x, y = 0 or x = +-inf gives NaN.
+fn fmod_f(x: f32, y: f32) -> f32 {
+    var ux = bitcast<u32>(x);
+    var uy = bitcast<u32>(y);
+    let sx = ux & 0x80000000u;
+    ux = ux & 0x7fffffffu;
+    uy = uy & 0x7fffffffu;
+    var ex = i32(ux >> 23u);
+    var ey = i32(uy >> 23u);
+    if (uy == 0u || uy > 0x7f800000u || ex == 0xff) { return nan_f32(); }
+    if (ux <= uy) {
+        if (ux == uy) { return bitcast<f32>(sx); }         // +-0 with x's sign
+        return x;
+    }
+    if (ex == 0) {                                          // subnormal x: normalise
+        var i = ux << 9u;
+        loop { if ((i >> 31u) != 0u) { break; } ex = ex - 1; i = i << 1u; }
+        ux = ux << u32(-ex + 1);
+    } else {
+        ux = (ux & 0x7fffffu) | 0x800000u;
+    }
+    if (ey == 0) {
+        var i = uy << 9u;
+        loop { if ((i >> 31u) != 0u) { break; } ey = ey - 1; i = i << 1u; }
+        uy = uy << u32(-ey + 1);
+    } else {
+        uy = (uy & 0x7fffffu) | 0x800000u;
+    }
+    loop {
+        if (ex <= ey) { break; }
+        if (ux >= uy) {
+            if (ux == uy) { return bitcast<f32>(sx); }
+            ux = ux - uy;
+        }
+        ux = ux << 1u;
+        ex = ex - 1;
+    }
+    if (ux >= uy) {
+        if (ux == uy) { return bitcast<f32>(sx); }
+        ux = ux - uy;
+    }
+    loop { if ((ux >> 23u) != 0u) { break; } ux = ux << 1u; ex = ex - 1; }
+    if (ex > 0) {
+        ux = (ux - 0x800000u) | (u32(ex) << 23u);
+    } else {
+        ux = ux >> u32(-ex + 1);
+    }
+    return bitcast<f32>(ux | sx);
+}
+
+// floor division and the remainder with the divisor's sign (Python's and torch's semantics; the
+// float floor division is torch's div_floor: from the exact fmod, rounded to the nearest integer)
 fn binary_floor_divide(x: C, y: C) -> C {
     if (IS_INT) {
         if (y == C(0)) { return C(0); }
@@ -268,14 +320,29 @@ fn binary_floor_divide(x: C, y: C) -> C {
         if (x % y != C(0) && ((x < C(0)) != (y < C(0)))) { return q - C(1); }
         return q;
     }
-    return C(floor(f32(x) / f32(y)));
+    let a = f32(x);
+    let b = f32(y);
+    if (b == 0.0) { return C(a / b); }
+    let m = fmod_f(a, b);
+    var d = (a - m) / b;
+    if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d = d - 1.0; }
+    if (d == 0.0) {                                         // a zero with the sign of a / b
+        return C(bitcast<f32>((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u));
+    }
+    var f = floor(d);
+    if (d - f > 0.5) { f = f + 1.0; }
+    return C(f);
 }
 fn binary_remainder(x: C, y: C) -> C {
-    if (IS_INT && y == C(0)) { return C(0); }
-    var r = x % y;
-    if (!IS_INT) { r = C(f32(x) - f32(y) * trunc(f32(x) / f32(y))); }
-    if (r != C(0) && ((r < C(0)) != (y < C(0)))) { r = r + y; }
-    return r;
+    if (IS_INT) {
+        if (y == C(0)) { return C(0); }
+        var r = x % y;
+        if (r != C(0) && ((r < C(0)) != (y < C(0)))) { r = r + y; }
+        return r;
+    }
+    var r = fmod_f(f32(x), f32(y));
+    if (r != 0.0 && ((r < 0.0) != (f32(y) < 0.0))) { r = r + f32(y); }
+    return C(r);
 }
 fn binary_bitwise_and(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) & bitcast<i32>(y)); }
 fn binary_bitwise_or(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) | bitcast<i32>(y)); }

@@ -1,6 +1,17 @@
 """Shared helpers of the differential suite."""
+import os
+
 import numpy as np
 import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=12, derandomize=True, deadline=None,
+                          suppress_health_check=list(HealthCheck), print_blob=True)
+settings.register_profile("full", max_examples=400, derandomize=True, deadline=None,
+                          suppress_health_check=list(HealthCheck), print_blob=True)
+
+# the hypothesis settings of this suite's @given tests: NUMR_HYPOTHESIS_PROFILE=ci (default) | full
+HYPOTHESIS = settings.get_profile(os.environ.get("NUMR_HYPOTHESIS_PROFILE", "ci"))
 
 # numr dtype name -> torch dtype (int32 is numr's widest integer; torch's reference uses int32 too)
 TORCH_DTYPE = {"bool": torch.bool, "int32": torch.int32, "float16": torch.float16,

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import numr_web as nr
 
-from _diff import TORCH_DTYPE, dtypes_on, ulps
+from _diff import HYPOTHESIS, TORCH_DTYPE, dtypes_on, ulps
 
 OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
        "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow,
@@ -76,6 +76,7 @@ def _case_filter(name, a, b):
 
 
 def test_binary_broadcast_dtypes(device):
+    @HYPOTHESIS
     @given(broadcast_case(device))
     def run(case):
         name, a, b = case
@@ -228,3 +229,18 @@ def test_creation_from_numpy_scalars_keeps_their_dtype(device, value):
         return
     got = nr.tensor(value, device=device)
     assert got.dtype.name == name and got.shape == () and got.item() == value.item()
+
+
+def test_float_floor_divide_and_remainder_are_exact(device):
+    """torch's fmod-based semantics: exact remainders (no rounding of x / y), quotients from them."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.standard_normal(300) * 10.0 ** rng.integers(-3, 10, 300),
+                        [-2, 7, -7, 1e10, 5.5, -0.0, 3.0, 1e-30, 1e38, -5, 5]]).astype(np.float32)
+    b = np.concatenate([rng.standard_normal(300) * 10.0 ** rng.integers(-3, 3, 300),
+                        [0.044715, 0.1, 0.1, 0.7, np.inf, 1.0, -np.inf, 3.0, 1e-38, 0, 0]]
+                       ).astype(np.float32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    x, y = nr.tensor(a, device=device), nr.tensor(b, device=device)
+    for got, want in (((x % y).numpy(), torch.remainder(ta, tb).numpy()),
+                      ((x // y).numpy(), torch.floor_divide(ta, tb).numpy())):
+        np.testing.assert_array_equal(got, want)

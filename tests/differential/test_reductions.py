@@ -8,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 
 import numr_web as nr
 
-from _diff import dtypes_on
+from _diff import HYPOTHESIS, dtypes_on
 
 
 @st.composite
@@ -49,6 +49,7 @@ def _nr(op, x, dim, keep):
 
 
 def test_reductions_against_torch(device):
+    @HYPOTHESIS
     @given(case(device))
     def run(c):
         op, a, dim, keep = c
