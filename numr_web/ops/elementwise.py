@@ -189,7 +189,13 @@ def act_backward(dy, s, name, y=None, bias_grad=False):
     return apply(OPS["act_backward"], *args, name=name, bias_grad=bool(bias_grad))
 
 
-def relu(x): return activation(x, "relu")
+def relu(x):
+    if isinstance(x, Tensor) and not x.dtype.is_floating:     # torch: int32 stays int32, no bool
+        if x.dtype is dt.bool_:
+            raise DTypeError("relu of a bool tensor is not defined (as in torch); convert it with "
+                             ".astype('int32') or .float()")
+        return binary("maximum", x, 0)
+    return activation(x, "relu")
 def sigmoid(x): return activation(x, "sigmoid")
 def tanh(x): return activation(x, "tanh")
 def silu(x): return activation(x, "silu")
@@ -213,7 +219,9 @@ def unary(name, x):
     if name in _INT_ONLY:
         if x.dtype.is_floating:
             raise DTypeError(f"{name} needs an integer or bool tensor, got {x.dtype.name}")
-    elif x.dtype is dt.bool_ and name in ("neg", "abs", "sign"):
+    elif x.dtype is dt.bool_ and name == "sign":              # torch: sign of a bool is itself
+        return binary("ne", x, False)
+    elif x.dtype is dt.bool_ and name in ("neg", "abs"):
         raise DTypeError(f"{name} of a bool tensor is not defined; use ~x for logical not, or "
                          "convert with .astype('int32')")
     elif name in _FLOAT_ONLY and not x.dtype.is_floating:

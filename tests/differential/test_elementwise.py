@@ -244,3 +244,48 @@ def test_float_floor_divide_and_remainder_are_exact(device):
     for got, want in (((x % y).numpy(), torch.remainder(ta, tb).numpy()),
                       ((x // y).numpy(), torch.floor_divide(ta, tb).numpy())):
         np.testing.assert_array_equal(got, want)
+
+
+UNARY_OPS = ["neg", "abs", "exp", "log", "sqrt", "sin", "cos", "sign", "tanh", "sigmoid", "erf",
+             "log1p", "expm1", "rsqrt", "relu"]
+
+
+@st.composite
+def unary_case(draw, device):
+    dtype = draw(st.sampled_from(dtypes_on(device)))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+    a = values(np.dtype(dtype).type if dtype != "bool" else np.bool_, shape, draw)
+    return draw(st.sampled_from(UNARY_OPS)), a, draw(st.sampled_from(["plain", "T", "slice"]))
+
+
+def test_unary_dtypes_against_torch(device):
+    @HYPOTHESIS
+    @given(unary_case(device))
+    def run(c):
+        name, a, view = c
+        t = torch.from_numpy(a.copy())
+        x = nr.tensor(a, device=device)
+        if view == "T" and a.ndim >= 2:
+            t, x = t.transpose(0, 1), x.transpose(0, 1)
+        elif view == "slice" and a.ndim >= 1:
+            t, x = t[::2], x[::2]
+        fn = getattr(torch, name, None) or getattr(torch.nn.functional, name)
+        try:
+            want = fn(t)
+        except RuntimeError:
+            with pytest.raises(nr.NumrError):
+                getattr(nr, name)(x)
+            return
+        got = getattr(nr, name)(x)
+        want_name = str(want.dtype).replace("torch.", "").replace("int64", "int32")
+        assert got.dtype.name == want_name, (name, a.dtype, got.dtype, want.dtype)
+        assert got.shape == tuple(want.shape)
+        g, w = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
+        if want.dtype.is_floating_point:
+            err = ulps(g, w, want.numpy().dtype)
+            tiny = np.finfo(want.numpy().dtype).tiny
+            ok = (err <= 4) | ((np.abs(w) < tiny) & (np.abs(g) <= tiny))
+            assert ok.all(), (name, a, g, w)
+        else:
+            np.testing.assert_array_equal(g, w)
+    run()

@@ -184,3 +184,17 @@ def test_sin_cos_over_the_whole_float32_range(device):
         want = f(x.astype(np.float64))           # float64 truth at the float32 argument
         got = getattr(nr, name)(nr.tensor(x, device=device)).numpy()
         assert_close_ulps(got, want, np.float32, 3, device, None, name)
+
+
+@pytest.mark.parametrize("name", ACTS)
+def test_activation_of_0d_and_empty_tensors(device, name):
+    x = nr.tensor(0.75, device=device, requires_grad=True)
+    y = nr.activation(x, name)
+    assert y.shape == () and abs(y.item() - float(TRUTH[name](mpmath.mpf(0.75)))) < 1e-6
+    y.backward()
+    t = torch.tensor(0.75, dtype=torch.float64, requires_grad=True)
+    TORCH[name](t).backward()
+    assert abs(x.grad.item() - t.grad.item()) < 1e-6
+    e = nr.zeros((0, 3), device=device, requires_grad=True)
+    nr.activation(e, name).sum().backward()
+    assert e.grad.shape == (0, 3)
