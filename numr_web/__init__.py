@@ -41,4 +41,17 @@ bool = bool_  # noqa: A001  (nr.bool like torch.bool)
 cat = concat
 clip = clamp
 
+# the module-level functions check their tensor argument first (a typed error naming what came)
+from .ops.common import tensor_first as _tensor_first  # noqa: E402
+for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1", "gelu", "log",
+              "log1p", "neg", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "tanh",
+              "argmax", "argmin", "log_softmax", "logsumexp", "max", "mean", "min", "prod",
+              "softmax", "std", "sum", "var", "matmul", "matmul_bias_activation", "chunk", "clone",
+              "contiguous", "expand", "flatten", "narrow", "permute", "reshape", "split", "squeeze",
+              "transpose", "unsqueeze", "flip", "gather", "index_select", "masked_fill", "tril",
+              "triu", "dropout", "layer_norm", "rms_norm", "full_like", "zeros_like", "ones_like",
+              "cat", "concat", "stack"):
+    globals()[_name] = _tensor_first(globals()[_name], _name)
+del _name
+
 __version__ = "0.1.0"
