@@ -167,6 +167,7 @@ def catalogue(d):
         ("one_hot_oor", lambda: nr.one_hot(T([0, 5]), 3), S),
         ("one_hot_neg", lambda: nr.one_hot(T([0, -1]), 3), S),
         ("one_hot_float", lambda: nr.one_hot(T([0.0, 1.0]), 3), D),
+        ("one_hot_huge", lambda: nr.one_hot(T([0, 1]), 2 ** 40), L),
         ("one_hot_depth0", lambda: nr.one_hot(T([0]), 0), S),
         ("ce_labels_oor", lambda: nr.cross_entropy(x(), T([0, 3])), S),
         ("ce_labels_neg", lambda: nr.cross_entropy(x(), T([0, -2])), S),

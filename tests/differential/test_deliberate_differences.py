@@ -83,3 +83,9 @@ def test_integer_softmax_and_mixed_matmul_promote(device):
         torch.softmax(torch.tensor([1, 2]), 0)
     with pytest.raises(RuntimeError):
         torch.tensor([[1]]) @ torch.tensor([[1.5]])
+
+
+def test_one_hot_needs_num_classes(device):
+    with pytest.raises(nr.ShapeError, match="num_classes"):
+        nr.one_hot(nr.tensor([0, 2], device=device))
+    assert torch.nn.functional.one_hot(torch.tensor([0, 2])).shape == (2, 3)
