@@ -93,9 +93,10 @@ def expand(x, *shape):
                          "dimension must match or be 1 in the tensor")
     if shape == x.shape:
         return x
-    if sh.prod(shape) > 2 ** 62:
-        raise BackendLimitError(f"expand: {shape} has {sh.prod(shape)} elements, more than any "
-                                "device can index (2**62)")
+    limit = x._backend.max_elements(x.dtype)
+    if sh.prod(shape) > limit:         # anything reading the view would allocate it
+        raise BackendLimitError(f"expand: {shape} has {sh.prod(shape)} elements, more than the "
+                                f"{x.device} device can hold ({limit})")
     return apply(OPS["expand"], x, shape=shape)
 
 
