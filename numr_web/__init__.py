@@ -11,8 +11,9 @@ Layers, bottom up: errors, dtypes, shapes, gradmode, host -> backends/ -> autogr
 creation -> ops/ (the op vocabulary) -> nn, data, demo, cli. docs/architecture.md walks a call.
 """
 from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
-from .errors import (BackendLimitError, BackendUnavailableError, DeviceError, DTypeError,
-                     GradientError, KernelError, NumrError, ShapeError)
+from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
+                     GradientError, KernelError, NumrError, ShapeError, StateDictError,
+                     UnknownActivationError)
 from .backends import available_devices, get_backend
 from .gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd import grad
@@ -40,5 +41,18 @@ from . import nn  # noqa: F401
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
 cat = concat
 clip = clamp
+
+# the module-level functions check their tensor argument first (a typed error naming what came)
+from .ops.common import tensor_first as _tensor_first  # noqa: E402
+for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1", "gelu", "log",
+              "log1p", "neg", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "tanh",
+              "argmax", "argmin", "log_softmax", "logsumexp", "max", "mean", "min", "prod",
+              "softmax", "std", "sum", "var", "matmul", "matmul_bias_activation", "chunk", "clone",
+              "contiguous", "expand", "flatten", "narrow", "permute", "reshape", "split", "squeeze",
+              "transpose", "unsqueeze", "flip", "gather", "index_select", "masked_fill", "tril",
+              "triu", "dropout", "layer_norm", "rms_norm", "full_like", "zeros_like", "ones_like",
+              "cat", "concat", "stack"):
+    globals()[_name] = _tensor_first(globals()[_name], _name)
+del _name
 
 __version__ = "0.1.0"

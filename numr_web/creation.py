@@ -139,6 +139,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
             else dt.int32
     n = max(0, math.ceil((end - start) / step))
     dtype, device = dt.get_dtype(dtype), normalize_device(device)
+    if dtype.kind == "i" and n and not all(host.INT32_MIN <= v <= host.INT32_MAX
+                                           for v in (start, start + (n - 1) * step)):
+        raise DTypeError(f"arange({start}, {end}, {step}) has values beyond int32 "
+                         "(-2**31..2**31-1), the widest integer dtype; pass dtype='float64'")
     _check_alloc((n,), dtype, device)
     be = get_backend(device)
     return _finish(Tensor._wrap(be.arange(start, end, step, dtype), dtype, device, be),

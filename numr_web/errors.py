@@ -3,6 +3,8 @@ before any work reaches a device (a bad argument never loses a GPU device).
 
     NumrError                      base class of everything below
     ├── ShapeError(ValueError)     shapes, dims, indices, sizes, argument values
+    ├── UnknownActivationError(ValueError)  an activation name not in the table
+    ├── StateDictError             load_state_dict: missing/unexpected keys, shape mismatches
     ├── DTypeError(TypeError)      dtypes and argument types
     ├── DeviceError                devices
     │   └── BackendUnavailableError
@@ -26,6 +28,37 @@ class ShapeError(NumrError, ValueError):
     ShapeError: shapes (2, 3) and (2, 4) cannot be broadcast together: dimension -1 is 3 in one
     and 4 in the other; each dimension must match or be 1
     """
+
+
+class UnknownActivationError(NumrError, ValueError):
+    """An activation name not in the ACT table (numr_web/ops/activations.py).
+
+    >>> nr.activation(nr.ones(2), "swish2")
+    UnknownActivationError: unknown activation 'swish2'; expected one of ['none', 'relu', ...]
+    """
+
+
+class StateDictError(NumrError):
+    """load_state_dict found missing or unexpected keys, or shapes that differ; nothing was
+    loaded. .missing_keys, .unexpected_keys and .mismatched ([(key, model_shape, given_shape)]).
+
+    >>> nn.Linear(2, 3).load_state_dict({"weight": nr.zeros((3, 2))})
+    StateDictError: Error(s) in loading state_dict for Linear:
+        Missing key(s) in state_dict: "bias"
+    """
+
+    def __init__(self, module_name, missing, unexpected, mismatched):
+        self.missing_keys, self.unexpected_keys, self.mismatched = missing, unexpected, mismatched
+        lines = [f"Error(s) in loading state_dict for {module_name}:"]
+        if missing:
+            lines.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+        if unexpected:
+            lines.append("Unexpected key(s) in state_dict: "
+                         + ", ".join(f'"{k}"' for k in unexpected))
+        for key, want, got in mismatched:
+            lines.append(f"size mismatch for {key}: copying a param with shape {got} from "
+                         f"checkpoint, the shape in current model is {want}.")
+        super().__init__("\n\t".join(lines))
 
 
 class DTypeError(NumrError, TypeError):

@@ -85,7 +85,7 @@ def from_data(data, backend):
         return data, dt.get_dtype(data.dtype)
     if isinstance(data, (array.array, memoryview, bytes, bytearray)):
         return _from_buffer(data)
-    if isinstance(data, (list, tuple, bool, int, float)):
+    if isinstance(data, (list, tuple, bool, int, float)) and not _is_numpy_scalar(data):
         flat, shape, kind = flatten(data)
         return (flat, shape), _KIND_DTYPE[kind]
     if hasattr(data, "__dlpack__") or hasattr(data, "__array__") or hasattr(data, "dtype"):
@@ -100,6 +100,11 @@ def from_data(data, backend):
 
 
 DLPACK_CPU = 1          # DLDeviceType kDLCPU
+
+
+def _is_numpy_scalar(x):
+    """np.float64(1.5) is a float, but as data it keeps its dtype (as in torch and numpy)."""
+    return hasattr(x, "dtype") and getattr(x, "ndim", None) == 0 and hasattr(x, "__array__")
 
 
 def dlpack_device_type(x):

@@ -11,9 +11,45 @@ const INV_SQRT_2PI: f32 = 0.3989422804014327;
 const GELU_C: f32 = 0.7978845608028654;     // sqrt(2/pi)
 const GELU_A: f32 = 0.044715;
 
+// exp(x) = q 2^k: k = round(x / ln 2), r = x - k ln 2 (Cody-Waite: LN2_HI has 16 significant bits,
+// so k LN2_HI is exact for |k| < 2^8), q = 1 + r + r^2/2! + ... + r^8/8! for |r| <= 0.35 (truncation
+// < 2^-30). Builtin exp (exp2(x log2 e) on many GPUs) loses up to |x| ulp; this stays within ~1.
+// Returns (q, k) so callers can multiply into q before the scaling (results near the bottom of the
+// normal range keep their precision even where exp(x) alone would be subnormal).
+fn exp_parts(x: f32) -> vec2<f32> {
+    let k = round(x * 1.4426950408889634);
+    let r = (x - k * 0.693145751953125) - k * 1.4286068203094172e-06;
+    let p = r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
+            0.008333333333333333 + r * (0.001388888888888889 + r * (0.0001984126984126984 + r
+            * 2.48015873015873e-05))))));
+    return vec2<f32>(1.0 + (r + r * p), k);
+}
+
+// q 2^k for k in [-300, 300], through two exact power-of-two factors (no overflow in between).
+fn scale2(q: f32, k: f32) -> f32 {
+    let k1 = clamp(k, -126.0, 127.0);
+    let k2 = clamp(k - k1, -126.0, 127.0);
+    return q * bitcast<f32>(u32(i32(k1) + 127) << 23u) * bitcast<f32>(u32(i32(k2) + 127) << 23u);
+}
+
+// exp within ~1 ulp; inf above the float32 range, 0 far below it; NaN stays NaN.
+fn exp_s(x: f32) -> f32 {
+    if (x > 88.72283905206835) { return inf_f32(); }
+    if (x < -104.0) { return 0.0; }
+    let e = exp_parts(x);
+    return scale2(e.x, e.y);
+}
+
+// z exp(x) computed as (z q) 2^k: a normal result keeps its precision where exp(x) is subnormal.
+fn mul_exp(z: f32, x: f32) -> f32 {
+    if (x < -200.0) { return 0.0 * z; }
+    let e = exp_parts(x);
+    return scale2(z * e.x, e.y);
+}
+
 // (sigmoid(x), 1 - sigmoid(x)), both without cancellation, from e = exp(-|x|) <= 1.
 fn sig_pair(x: f32) -> vec2<f32> {
-    let e = exp(-abs(x));
+    let e = exp_s(-abs(x));
     let p = 1.0 / (1.0 + e);
     let q = e * p;
     if (x >= 0.0) { return vec2<f32>(p, q); }
@@ -24,7 +60,7 @@ fn sigmoid_s(x: f32) -> f32 { return sig_pair(x).x; }
 
 // sigmoid'(x) = s (1 - s) = e / (1 + e)^2, e = exp(-|x|): accurate where s rounds to 1.
 fn sigmoid_d_s(x: f32) -> f32 {
-    let e = exp(-abs(x));
+    let e = exp_s(-abs(x));
     let d = 1.0 + e;
     return e / (d * d);
 }
@@ -42,14 +78,14 @@ fn tanh_s(x: f32) -> f32 {
         q = q * s - 0.33333274722099304;
         return x + x * s * q;
     }
-    let e = exp(-2.0 * ax);
+    let e = exp_s(-2.0 * ax);
     let r = (1.0 - e) / (1.0 + e);
     return select(r, -r, x < 0.0);
 }
 
 // tanh'(x) = 1 - tanh(x)^2 = 4 e / (1 + e)^2, e = exp(-2|x|): accurate for large |x|.
 fn sech2_s(x: f32) -> f32 {
-    let e = exp(-2.0 * abs(x));
+    let e = exp_s(-2.0 * abs(x));
     let d = 1.0 + e;
     return 4.0 * e / (d * d);
 }
@@ -73,7 +109,7 @@ fn erfc_big(t: f32) -> f32 {
     let w = 1.0 / (1.0 + 0.5 * t);
     let p = erfc_poly(w);
     let th = bitcast<f32>(bitcast<u32>(t) & 0xfffff000u);
-    return w * exp(-th * th) * exp(p - (t - th) * (t + th));
+    return w * exp_s(-th * th) * exp_s(p - (t - th) * (t + th));
 }
 
 // erf(x) within 2 ulp of the f32-rounded truth (tests/test_activations.py compares with math.erf):
@@ -97,27 +133,65 @@ fn erf_s(x: f32) -> f32 {
     return select(r, -r, x < 0.0);
 }
 
+// erfc(-z / sqrt 2) / 2 = Phi(z) for z <= -1.3 (t = -z / sqrt 2 >= 0.921875), as (c, x) with
+// Phi(z) = c exp(x): exp(-t^2) = exp(-z^2 / 2) with z = zh + zl, zh of 12 bits so that zh^2 / 2 is
+// exact (rounding t first would cost 2 t^2 half-ulps).
+fn phi_lower_parts(z: f32) -> vec2<f32> {
+    let t = -z * SQRT1_2;
+    let w = 1.0 / (1.0 + 0.5 * t);
+    let zh = bitcast<f32>(bitcast<u32>(z) & 0xfffff000u);
+    let zl = z - zh;
+    return vec2<f32>(0.5 * w * exp_s(erfc_poly(w) - (zh * zl + 0.5 * zl * zl)), -0.5 * zh * zh);
+}
+
 // Phi(z) = P(N(0,1) <= z) = erfc(-z / sqrt 2) / 2, without cancellation in the lower tail.
 fn phi_cdf(z: f32) -> f32 {
     let t = abs(z) * SQRT1_2;
     if (t < 0.921875) { return 0.5 + 0.5 * erf_s(z * SQRT1_2); }
-    let c = 0.5 * erfc_big(min(t, 10.0));
+    var c = 0.0;
+    if (t < 10.0) {                                  // erfc(10) / 2 < 2^-149
+        let p = phi_lower_parts(-abs(z));
+        c = p.x * exp_s(p.y);
+    }
     return select(1.0 - c, c, z < 0.0);
 }
 
-fn phi_pdf(z: f32) -> f32 { return INV_SQRT_2PI * exp(-0.5 * z * z); }
+// gelu(z) = z Phi(z); in the lower tail z Phi(z) is formed as (z c) 2^k so that a normal result
+// keeps its precision where Phi(z) alone is subnormal.
+fn gelu_s(z: f32) -> f32 {
+    let t = -z * SQRT1_2;
+    if (t < 0.921875 || t >= 10.0) { return z * phi_cdf(z); }
+    let p = phi_lower_parts(z);
+    return mul_exp(z * p.x, p.y);
+}
+
+// silu(z) = z sigmoid(z) = z e / (1 + e), e = exp(z): below -80, 1 + e rounds to 1 and z e is
+// formed as (z q) 2^k (a normal result where sigmoid(z) is subnormal).
+fn silu_s(z: f32) -> f32 {
+    if (z < -80.0) { return mul_exp(z, z); }
+    return z * sigmoid_s(z);
+}
+
+// gelu_tanh(z) = z sigmoid(2u), the same way in the lower tail.
+fn gelu_tanh_s(z: f32) -> f32 {
+    let v = 2.0 * GELU_C * (z + GELU_A * z * z * z);
+    if (v < -80.0) { return mul_exp(z, v); }
+    return z * sigmoid_s(v);
+}
+
+fn phi_pdf(z: f32) -> f32 { return INV_SQRT_2PI * exp_s(-0.5 * z * z); }
 
 // gelu'(z) = Phi(z) + z phi(z), sharing one exp(-z^2/2) between phi and the erfc tail of Phi
 // (the backward pass is the hot path; relative error of the tail ~1e-6 instead of ~1 ulp).
 fn gelu_dz(z: f32) -> f32 {
-    let e = exp(-0.5 * z * z);
+    let e = exp_s(-0.5 * z * z);
     let t = abs(z) * SQRT1_2;
     var cdf: f32;
     if (t < 0.921875) {
         cdf = 0.5 + 0.5 * erf_s(z * SQRT1_2);
     } else {
         let w = 1.0 / (1.0 + 0.5 * t);
-        let c = 0.5 * w * e * exp(erfc_poly(w));                                // erfc(t) / 2
+        let c = 0.5 * w * e * exp_s(erfc_poly(w));                                // erfc(t) / 2
         cdf = select(1.0 - c, c, z < 0.0);
     }
     return cdf + INV_SQRT_2PI * z * e;
@@ -141,20 +215,28 @@ fn log1p_s(x: f32) -> f32 {
     return log(1.0 + x);
 }
 
-// exp(x) - 1: a Taylor polynomial for |x| < 0.35 (no cancellation), exp(x) - 1 elsewhere;
-// -1 below -88 and inf above the f32 range, without calling exp out of range.
+// exp(x) - 1: a Taylor polynomial for |x| < 0.35 (no cancellation); elsewhere from exp_parts,
+// q 2^k - 1 = (q - 1) 2^k + (2^k - 1) with both terms exact or nearly so; -1 below -88 and inf above
+// the float32 range.
 fn expm1_s(x: f32) -> f32 {
     if (abs(x) < 0.35) {
         return x * (1.0 + x * (0.5 + x * (0.1666666667 + x * (0.0416666667 + x * (0.0083333333
                + x * (0.0013888889 + x * (0.0001984127 + x * 0.0000248016)))))));
     }
     if (x < -88.0) { return -1.0; }
-    if (x > 88.72283) { return inf_f32(); }
-    return exp(x) - 1.0;
+    if (x > 88.72283905206835) { return inf_f32(); }
+    let e = exp_parts(x);
+    let k = e.y;
+    let r = (x - k * 0.693145751953125) - k * 1.4286068203094172e-06;
+    let qm1 = r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
+              0.008333333333333333 + r * (0.001388888888888889 + r * (0.0001984126984126984 + r
+              * 2.48015873015873e-05)))))));
+    let two_k = scale2(1.0, k);
+    return qm1 * two_k + (two_k - 1.0);
 }
 
 // softplus(z) = log(1 + exp(z)) with torch's threshold 20 (z beyond it: softplus(z) = z).
 fn softplus_s(z: f32) -> f32 {
     if (z > 20.0) { return z; }
-    return log1p_s(exp(z));
+    return log1p_s(exp_s(z));
 }

@@ -134,6 +134,8 @@ class ArrayBackend(ArrayNN, Backend):
     def activation(self, name, z, fn="fwd"):
         f = getattr(ACT[name].np, _FN[fn])
         zw = self._widen(z)
+        if zw.ndim == 0:               # the formulas write in place (out=): give them an array
+            return self._asarray(f(self.xp, zw.reshape(1).copy()).reshape(()), z.dtype)
         out = f(self.xp, zw.copy() if fn == "fwd" else zw)
         return self._asarray(out, z.dtype)
 
@@ -190,6 +192,10 @@ class ArrayBackend(ArrayNN, Backend):
         return self._asarray(y, a.dtype), (self._asarray(z, a.dtype) if row.saves == "z" else None)
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        if dy.ndim == 0:               # the formulas write in place (out=): give them arrays
+            dz, _ = self.act_backward(act, dy.reshape(1), s.reshape(1),
+                                      None if y is None else y.reshape(1))
+            return dz.reshape(()), (dz.reshape(()) if bias_grad else None)
         dz = ACT[act].np.d1(self.xp, self._widen(dy), self._widen(s),
                             None if y is None else self._widen(y))
         dbias = dz.sum(axis=tuple(range(dz.ndim - 1))) if bias_grad else None

@@ -6,25 +6,8 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 
 from . import _core
+from ..errors import StateDictError  # noqa: F401  (re-exported by nn)
 from ._core import NumrError, Tensor
-
-
-class StateDictError(NumrError):
-    """load_state_dict found missing or unexpected keys, or shapes that differ; nothing was
-    loaded. .missing_keys, .unexpected_keys and .mismatched ([(key, model_shape, given_shape)])."""
-
-    def __init__(self, module_name, missing, unexpected, mismatched):
-        self.missing_keys, self.unexpected_keys, self.mismatched = missing, unexpected, mismatched
-        lines = [f"Error(s) in loading state_dict for {module_name}:"]
-        if missing:
-            lines.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
-        if unexpected:
-            lines.append("Unexpected key(s) in state_dict: "
-                         + ", ".join(f'"{k}"' for k in unexpected))
-        for key, want, got in mismatched:
-            lines.append(f"size mismatch for {key}: copying a param with shape {got} from "
-                         f"checkpoint, the shape in current model is {want}.")
-        super().__init__("\n\t".join(lines))
 
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import NumrError
+from ..errors import UnknownActivationError
 from ._erf import erf
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -33,10 +33,6 @@ GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 SOFTPLUS_THRESHOLD = 20.0
 LEAKY_SLOPE = 0.01
-
-
-class UnknownActivationError(NumrError, ValueError):
-    """An activation name not in the ACT table."""
 
 
 class Code:
@@ -134,41 +130,42 @@ def _gelu_d1(xp, dy, z, y=None):
     return d
 
 
-def _gelu_tanh_t(xp, z):
+def _gelu_tanh_u2(xp, z):
     u = xp.multiply(z, z)
     u *= GELU_A
     u += 1
     u *= z
-    u *= GELU_C
-    return xp.tanh(u, out=u)                   # t = tanh(c (z + a z³))
+    u *= 2 * GELU_C
+    return u                                   # 2u = 2 c (z + a z³)
 
 
 def _gelu_tanh_fwd(xp, z):
-    y = _gelu_tanh_t(xp, z)
-    y += 1
-    y *= z
-    y *= 0.5
-    return y
+    # 0.5 z (1 + tanh u) = z sigmoid(2u): no cancellation in the lower tail; evaluated in float64
+    # and rounded once (the rounding of u in float32 alone costs up to ~4 ulp)
+    w = z.astype(xp.float64)
+    y = _sigmoid(xp, _gelu_tanh_u2(xp, w))
+    y *= w
+    return y.astype(z.dtype, copy=False)
+
+
+def _gelu_tanh_du(xp, z):
+    return GELU_C * (1 + 3 * GELU_A * z * z)
 
 
 def _gelu_tanh_dz(xp, z):
-    t = _gelu_tanh_t(xp, z)                    # 0.5 (1 + t) + 0.5 z (1 - t²) c (1 + 3 a z²)
-    du = xp.multiply(z, z)
-    du *= 3 * GELU_A
-    du += 1
-    du *= GELU_C
-    du *= z
-    du *= 1 - t * t
-    du += 1 + t
-    du *= 0.5
-    return du
+    # sigmoid(2u) + 0.5 z (1 - t²) u' with 1 - t² = 4 s q, s, q = sigmoid(+-2u)
+    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))
+    sq = s * q
+    return s + xp.where(sq == 0, 0, 2 * z * sq * _gelu_tanh_du(xp, z)).astype(z.dtype, copy=False)
 
 
 def _gelu_tanh_d2(xp, z):
-    t = _gelu_tanh_t(xp, z)                    # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
-    du = GELU_C * (1 + 3 * GELU_A * z * z)
+    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))   # (1 - t²) [u' + 0.5 z (u'' - 2 t u'²)]
+    du = _gelu_tanh_du(xp, z)
     ddu = 6 * GELU_C * GELU_A * z
-    return (1 - t * t) * (du + 0.5 * z * (ddu - 2 * t * du * du))
+    sq4 = 4 * s * q
+    return xp.where(sq4 == 0, 0, sq4 * (du + 0.5 * z * (ddu - 2 * (s - q) * du * du))).astype(
+        z.dtype, copy=False)
 
 
 def _silu_dz(xp, z):
@@ -262,19 +259,19 @@ ACT = {a.name: a for a in (
                   d1="dy * (C(1) - s * s)", ds="C(-2) * s")),
     Act("silu", "z",
         np=_np(lambda xp, z: z * _sigmoid(xp, z), _silu_dz, _silu_d2),
-        wgsl=Code("z * sigmoid_s(z)",
+        wgsl=Code("silu_s(z)",
                   "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
         cuda=Code("z * sigm(z)", "sigm(z) * (C(1) + z * sigm(-z))",
                   "C s = sigm(z), q = sigm(-z); return s * q * (C(2) + z * (q - s));")),
     Act("gelu", "z",
         np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
-        wgsl=Code("z * phi_cdf(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
+        wgsl=Code("gelu_s(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
         cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
                   "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
     Act("gelu_tanh", "z",
         np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2),
-        wgsl=Code("z * sigmoid_s(2.0 * gelu_tanh_u(z))",
+        wgsl=Code("gelu_tanh_s(z)",
                   "let u = gelu_tanh_u(z);\n"
                   "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
                   "    if (abs(u) > 40.0) { second = 0.0; }   // sech² underflowed: no 0 * inf\n"
@@ -309,8 +306,8 @@ ACT = {a.name: a for a in (
                d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * (s + 1)).astype(
                    dy.dtype, copy=False),
                ds=lambda xp, s: (s <= 0).astype(s.dtype)),
-        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp(min(z, 0.0)), 1.0, z > 0.0)",
-                  "select(exp(min(z, 0.0)), 0.0, z > 0.0)",
+        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp_s(min(z, 0.0)), 1.0, z > 0.0)",
+                  "select(exp_s(min(z, 0.0)), 0.0, z > 0.0)",
                   d1="select(dy * (s + 1.0), dy, s > 0.0)", ds="select(1.0, 0.0, s > 0.0)"),
         cuda=Code("z > C(0) ? z : expm1(z)", "z > C(0) ? C(1) : m_exp(z)",
                   "z > C(0) ? C(0) : m_exp(z)",

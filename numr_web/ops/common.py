@@ -25,6 +25,28 @@ def as_tensor(x, like, dtype=None):
     return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)
 
 
+def tensor_first(fn, name):
+    """fn with its first argument checked to be a Tensor (a list of Tensors for *many*): the
+    module-level functions (nr.sum(x), nr.concat([...])) say what they got instead of failing
+    deep inside. The Tensor methods need no check."""
+    many = name in ("cat", "concat", "stack")
+
+    def checked(*args, **kwargs):
+        x = args[0] if args else next(iter(kwargs.values()), None)
+        if many:
+            if not isinstance(x, (list, tuple)) or not all(isinstance(t, Tensor) for t in x):
+                raise DTypeError(f"{name} expects a list or tuple of Tensors, got "
+                                 f"{type(x).__name__}")
+        elif not isinstance(x, Tensor):
+            raise DTypeError(f"{name} expects a Tensor as its first argument, got "
+                             f"{type(x).__name__}; make one with nr.tensor(...)")
+        return fn(*args, **kwargs)
+    checked.__name__, checked.__qualname__, checked.__doc__ = fn.__name__, fn.__qualname__, \
+        fn.__doc__
+    checked.__wrapped__ = fn
+    return checked
+
+
 def need_tensor(x, what):
     if not isinstance(x, Tensor):
         raise DTypeError(f"{what} must be a Tensor, got {type(x).__name__}")

@@ -36,7 +36,8 @@ _unary("log", "log", lambda n, g, x: g / x)
 _unary("sqrt", "sqrt", lambda n, g, x: g / (n.output() * 2), save_out=True)
 _unary("sin", "sin", lambda n, g, x: g * cos(x))
 _unary("cos", "cos", lambda n, g, x: -(g * sin(x)))
-_unary("sign", "sign", lambda n, g, x: g * 0, reads=False)
+_unary("sign", lambda xp, x: ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)),   # torch: -0, NaN
+       lambda n, g, x: g * 0, reads=False)                                               # -> +0
 _unary("erf", erf_xp, lambda n, g, x: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI)
 _unary("log1p", "log1p", lambda n, g, x: g / (x + 1))
 _unary("expm1", "expm1", lambda n, g, x: g * (n.output() + 1), save_out=True)
@@ -188,7 +189,13 @@ def act_backward(dy, s, name, y=None, bias_grad=False):
     return apply(OPS["act_backward"], *args, name=name, bias_grad=bool(bias_grad))
 
 
-def relu(x): return activation(x, "relu")
+def relu(x):
+    if isinstance(x, Tensor) and not x.dtype.is_floating:     # torch: int32 stays int32, no bool
+        if x.dtype is dt.bool_:
+            raise DTypeError("relu of a bool tensor is not defined (as in torch); convert it with "
+                             ".astype('int32') or .float()")
+        return binary("maximum", x, 0)
+    return activation(x, "relu")
 def sigmoid(x): return activation(x, "sigmoid")
 def tanh(x): return activation(x, "tanh")
 def silu(x): return activation(x, "silu")
@@ -212,7 +219,9 @@ def unary(name, x):
     if name in _INT_ONLY:
         if x.dtype.is_floating:
             raise DTypeError(f"{name} needs an integer or bool tensor, got {x.dtype.name}")
-    elif x.dtype is dt.bool_ and name in ("neg", "abs", "sign"):
+    elif x.dtype is dt.bool_ and name == "sign":              # torch: sign of a bool is itself
+        return binary("ne", x, False)
+    elif x.dtype is dt.bool_ and name in ("neg", "abs"):
         raise DTypeError(f"{name} of a bool tensor is not defined; use ~x for logical not, or "
                          "convert with .astype('int32')")
     elif name in _FLOAT_ONLY and not x.dtype.is_floating:
@@ -220,17 +229,36 @@ def unary(name, x):
     return apply(OPS[name], x)
 
 
+def _is_bool(x):
+    return getattr(x, "dtype", None) is dt.bool_ or isinstance(x, bool) or \
+        getattr(getattr(x, "dtype", None), "kind", "") == "b"
+
+
+def _check_int_pow(a, b):
+    """Integers to negative integer powers are refused (as torch does); the exponent's values
+    are read for a tensor exponent, before the op runs."""
+    neg = (b < 0) if not isinstance(b, Tensor) else bool((b < 0).astype(dt.int32).sum().item())
+    if neg:
+        raise DTypeError("pow: integers to negative integer powers are not allowed; convert the "
+                         "base to a float dtype first (x.float() ** n)")
+
+
 def _result_dtype(name, a, b):
+    if name == "sub" and (_is_bool(a) or _is_bool(b)):
+        raise DTypeError("subtraction with a bool operand is not supported (as in torch); use ^ "
+                         "(logical xor) or ~ (logical not), or convert with .astype('int32')")
     d = dt.result_type(a, b)
+    if name == "pow" and not d.is_floating and d is not dt.bool_:
+        _check_int_pow(a, b)
     if name in _INT_ONLY:
         if d.is_floating:
             raise DTypeError(f"{name} needs integer or bool operands, got {d.name}")
         return d
     if d is dt.bool_:
-        if name == "sub":
-            raise DTypeError("subtracting bool tensors is not supported; use ^ (logical xor) "
-                             "or ~ (logical not) instead")
-        if name in ("div", "pow", "floor_divide", "remainder"):
+        if name in ("floor_divide", "remainder"):
+            raise DTypeError(f"{name} of bool operands is not defined (as in torch); convert one "
+                             "with .astype('int32')")
+        if name in ("div", "pow"):
             return dt.default_float if name == "div" else dt.int32
     if name == "div" and not d.is_floating:
         return dt.default_float
@@ -239,11 +267,17 @@ def _result_dtype(name, a, b):
 
 def binary(name, a, b):
     """Elementwise binary op with broadcasting, torch's type promotion and Python scalars."""
+    if name == "pow" and _is_bool(a) and _is_bool(b):         # torch: bool ** bool is bool
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            raise DTypeError("pow of two bool tensors is not defined (as in torch); convert one "
+                             "with .astype('int32')")
+        cast = [x.astype(dt.int32) if isinstance(x, Tensor) else int(x) for x in (a, b)]
+        return binary("pow", *cast).astype(dt.bool_)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         if a.device != b.device:
             check_same_device(a, b)
-        if a.dtype is b.dtype and a.dtype.kind == "f":
+        if a.dtype is b.dtype and a.dtype.kind == "f" and name not in _INT_ONLY:
             d = a.dtype                                  # the common case: nothing to promote
         else:
             d = _result_dtype(name, a, b)
@@ -271,6 +305,10 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
+    if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
+        raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
+                         "(-2**31..2**31-1); use a float scalar or convert the tensor with "
+                         ".astype('float64')")
     return apply(OPS[name], t, scalar=s, reverse=not ta)
 
 

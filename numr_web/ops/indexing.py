@@ -44,6 +44,8 @@ def _check_range(index, n, what, negative_ok=False):
 
 def gather(x, dim, index):
     """out[i][j] = x[i][index[i][j]] along dim (torch.gather)."""
+    if x.ndim == 0:
+        raise ShapeError("gather needs a tensor with at least one dimension; reshape it to (1,)")
     index = _index_tensor(index, x, "gather")
     dim = sh.normalize_axis(dim, x.ndim)
     if index.ndim != x.ndim:
@@ -57,6 +59,9 @@ def gather(x, dim, index):
 
 def index_select(x, dim, index):
     """x's slices at the 1-D `index` along dim (torch.index_select)."""
+    if x.ndim == 0:
+        raise ShapeError("index_select needs a tensor with at least one dimension; reshape it to "
+                         "(1,)")
     index = _index_tensor(index, x, "index_select")
     if index.ndim > 1:
         raise ShapeError(f"index_select: index must be 1-D, got shape {index.shape}")
@@ -74,6 +79,8 @@ def _take(x, dim, index1d):
 
 def embedding(indices, weight):
     """weight's rows at `indices` (any shape): out has shape indices.shape + (dim,)."""
+    if not isinstance(weight, Tensor):
+        raise DTypeError(f"embedding: weight must be a Tensor, got {type(weight).__name__}")
     indices = _index_tensor(indices, weight, "embedding")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
@@ -83,6 +90,10 @@ def embedding(indices, weight):
 
 def flip(x, dims):
     dims = dims if isinstance(dims, (list, tuple)) else (dims,)
+    if x.ndim == 0:                   # dims 0 / -1 of a 0-d tensor: itself
+        for d in dims:
+            sh.normalize_axis(d, 0)
+        return x
     for d in {sh.normalize_axis(d, x.ndim) for d in dims}:
         n = x.shape[d]
         if n > 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..autograd import apply
-from ..errors import DTypeError, ShapeError
+from ..errors import BackendLimitError, DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import where
@@ -37,8 +37,13 @@ def one_hot(labels, num_classes=-1, dtype=dt.float32):
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
         raise ShapeError(f"one_hot: num_classes must be a positive int, got {num_classes!r} "
                          "(inferring it from the data would need a readback)")
+    dtype = dt.get_dtype(dtype)
+    limit = labels._backend.max_elements(dtype)
+    if labels.size * num_classes > limit:
+        raise BackendLimitError(f"one_hot: {labels.size} labels x {num_classes} classes is more "
+                                f"than the {labels.device} device can hold ({limit} elements)")
     _check_labels(labels, num_classes)
-    return apply(OPS["one_hot"], labels, n=num_classes, dtype=dt.get_dtype(dtype))
+    return apply(OPS["one_hot"], labels, n=num_classes, dtype=dtype)
 
 
 def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean",

@@ -111,6 +111,8 @@ def manual_seed(seed):
 def dropout(x, p=0.5, training=True, seed=None):
     """Zero each element with probability p and scale the rest by 1/(1-p) (device RNG; the same
     seed gives the same mask on one device)."""
+    if isinstance(p, (str, bytes)) or not hasattr(p, "__float__"):
+        raise DTypeError(f"dropout probability must be a number in [0, 1], got {p!r}")
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability must be in [0, 1], got {p}")

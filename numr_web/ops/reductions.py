@@ -105,6 +105,8 @@ def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) over dim without overflow; its gradient is softmax(x)."""
     if not x.dtype.is_floating:
         x = x.astype(dt.default_float)
+    if any(x.shape[a] == 0 for a in sh.normalize_axes(dim, x.ndim)):
+        return x.exp().sum(dim, keepdim=keepdim).log()      # an empty sum: log(0) = -inf
     m = x.detach().max(dim, keepdim=True)
     m = where(m.abs() < float("inf"), m, 0.0)             # all -inf (or inf) rows stay so
     out = ((x - m).exp().sum(dim, keepdim=True)).log() + m
@@ -148,7 +150,12 @@ def _arg(op, x, dim, keepdim, axis, keepdims):
     if axis is not None:
         axis = sh.normalize_axis(axis, x.ndim)
         if x.ndim and x.shape[axis] == 0:
-            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape})")
+            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape}); "
+                             "reduce over a non-empty dim")
+        if x.size == 0:               # a non-empty dim of a tensor empty elsewhere: empty result
+            shape = sh.reduced_shape(x.shape, (axis,), keep)
+            return Tensor._wrap(x._backend.full(shape, 0, dt.int32), dt.int32, x.device,
+                                x._backend)
     if x.size == 0:
         raise ShapeError(f"{op} of an empty tensor is undefined")
     if op == "argmin":

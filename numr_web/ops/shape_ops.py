@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
-from ..errors import ShapeError
+from ..errors import BackendLimitError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device, sum_to_shape
 from .registry import OPS, register
@@ -70,6 +70,8 @@ def transpose(x, dim0=-2, dim1=-1):
     if x.ndim < 2 and (dim0, dim1) == (-2, -1):
         return x
     a, b = sh.normalize_axis(dim0, x.ndim), sh.normalize_axis(dim1, x.ndim)
+    if x.ndim == 0:                   # dims 0 / -1 of a 0-d tensor: itself (as torch)
+        return x
     perm = list(range(x.ndim))
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, perm)
@@ -91,6 +93,10 @@ def expand(x, *shape):
                          "dimension must match or be 1 in the tensor")
     if shape == x.shape:
         return x
+    limit = x._backend.max_elements(x.dtype)
+    if sh.prod(shape) > limit:         # anything reading the view would allocate it
+        raise BackendLimitError(f"expand: {shape} has {sh.prod(shape)} elements, more than the "
+                                f"{x.device} device can hold ({limit})")
     return apply(OPS["expand"], x, shape=shape)
 
 
@@ -176,7 +182,14 @@ def narrow(x, dim, start, length):
     return getitem(x, (slice(None),) * dim + (slice(start, start + length),))
 
 
+def _need_dims(x, op):
+    if x.ndim == 0:
+        raise ShapeError(f"{op} needs a tensor with at least one dimension, got a 0-d tensor; "
+                         "reshape it to (1,) first")
+
+
 def split(x, split_size_or_sections, dim=0):
+    _need_dims(x, "split")
     dim = sh.normalize_axis(dim, x.ndim)
     n = x.shape[dim]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -200,6 +213,7 @@ def chunk(x, chunks, dim=0):
     chunks = sh.as_int(chunks, "chunks")
     if chunks <= 0:
         raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+    _need_dims(x, "chunk")
     n = x.shape[sh.normalize_axis(dim, x.ndim)]
     return split(x, max(1, -(-n // chunks)), dim)
 

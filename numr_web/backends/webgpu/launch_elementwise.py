@@ -29,7 +29,11 @@ _VEC4 = {"unary": ("unary4", ("out4", "a4")), "binary": ("binary4", ("out4", "a4
 def scalar_bits(value, dtype):
     """A Python number as the u32 word a kernel reads as C (f32 bits, or i32 two's complement)."""
     if dtype.kind == "f":
-        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        value = float(value)
+        try:
+            return struct.unpack("<I", struct.pack("<f", value))[0]
+        except OverflowError:          # beyond float32's range: rounds to +-inf (as torch does)
+            return 0xFF800000 if value < 0 else 0x7F800000
     return int(value) & 0xFFFFFFFF
 
 

@@ -1,0 +1,91 @@
+"""Pins every row of README's table "Deliberate differences from PyTorch"."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import numr_web as nr
+
+
+def test_max_min_with_dim_return_values_only(device):
+    x = nr.tensor([[1.0, 3.0], [4.0, 2.0]], device=device)
+    assert x.max(1).tolist() == [3.0, 4.0] and x.min(dim=0).tolist() == [1.0, 2.0]
+    assert torch.tensor([[1.0, 3.0]]).max(1).indices.tolist() == [1]     # torch: (values, indices)
+
+
+def test_mean_of_integer_tensor_raises_as_in_torch(device):
+    with pytest.raises(nr.DTypeError):
+        nr.tensor([1, 2], device=device).mean()
+    with pytest.raises(RuntimeError):
+        torch.tensor([1, 2]).mean()
+
+
+def test_int32_is_the_widest_integer(device):
+    x = nr.tensor([True, False], device=device) + 1
+    assert x.dtype is nr.int32 and (torch.tensor([True]) + 1).dtype == torch.int64
+    assert nr.tensor(np.array([1, 2], np.int64), device=device).dtype is nr.int32
+    with pytest.raises(nr.DTypeError):
+        nr.tensor([2 ** 40], device=device)
+
+
+def test_int32_sum_wraps(device):
+    s = nr.tensor([2 ** 31 - 1, 1], dtype="int32", device=device).sum()
+    assert s.dtype is nr.int32 and s.item() == -2 ** 31
+
+
+def test_integer_division_by_zero_gives_zero(device):
+    x = nr.tensor([7, -7], device=device)
+    assert (x // 0).tolist() == [0, 0] and (x % 0).tolist() == [0, 0]
+    with pytest.raises(RuntimeError):
+        torch.tensor([7]) // 0
+
+
+def test_nan_to_int_refused_as_in_torch(device):
+    with pytest.raises(nr.DTypeError):
+        nr.tensor([math.nan], dtype="int32", device=device)
+    with pytest.raises(nr.DTypeError):
+        nr.full((2,), math.inf, dtype="int32", device=device)
+    for make in (lambda: torch.tensor([math.nan], dtype=torch.int32),
+                 lambda: torch.full((2,), math.inf, dtype=torch.int32)):
+        with pytest.raises(RuntimeError):
+            make()
+
+
+def test_out_of_range_float_to_int32(device):
+    got = nr.tensor([1e10, -1e10], device=device).astype("int32").tolist()
+    if device == "webgpu":
+        assert got == [2147483520, -2147483648]
+    else:
+        assert got == torch.tensor([1e10, -1e10]).to(torch.int32).tolist()
+
+
+def test_float64_refused_on_webgpu():
+    if "webgpu" not in nr.available_devices():
+        pytest.skip("webgpu unavailable")
+    with pytest.raises(nr.DTypeError):
+        nr.zeros(2, dtype="float64", device="webgpu")
+
+
+def test_webgpu_may_flush_subnormals():
+    """WGSL lets implementations flush subnormal results to zero; lavapipe's exp does."""
+    if "webgpu" not in nr.available_devices():
+        pytest.skip("webgpu unavailable")
+    got = nr.exp(nr.tensor([-100.0], device="webgpu")).item()
+    assert got == 0.0 or abs(got - math.exp(-100)) <= 2 ** -149
+
+
+def test_integer_softmax_and_mixed_matmul_promote(device):
+    assert nr.softmax(nr.tensor([1, 2], device=device), 0).dtype is nr.float32
+    x = nr.tensor([[1]], device=device) @ nr.tensor([[1.5]], device=device)
+    assert x.dtype is nr.float32 and x.item() == 1.5
+    with pytest.raises(RuntimeError):
+        torch.softmax(torch.tensor([1, 2]), 0)
+    with pytest.raises(RuntimeError):
+        torch.tensor([[1]]) @ torch.tensor([[1.5]])
+
+
+def test_one_hot_needs_num_classes(device):
+    with pytest.raises(nr.ShapeError, match="num_classes"):
+        nr.one_hot(nr.tensor([0, 2], device=device))
+    assert torch.nn.functional.one_hot(torch.tensor([0, 2])).shape == (2, 3)
