@@ -316,8 +316,9 @@ fn fmod_f(x: f32, y: f32) -> f32 {
 fn binary_floor_divide(x: C, y: C) -> C {
     if (IS_INT) {
         if (y == C(0)) { return C(0); }
-        let q = x / y;
-        if (x % y != C(0) && ((x < C(0)) != (y < C(0)))) { return q - C(1); }
+        let q = x / y;                           // truncated; the remainder without `%`, which
+        let r = x - q * y;                       // NVIDIA's Vulkan driver got wrong for -3 % 3
+        if (r != C(0) && ((r < C(0)) != (y < C(0)))) { return q - C(1); }
         return q;
     }
     let a = f32(x);
@@ -336,7 +337,7 @@ fn binary_floor_divide(x: C, y: C) -> C {
 fn binary_remainder(x: C, y: C) -> C {
     if (IS_INT) {
         if (y == C(0)) { return C(0); }
-        var r = x % y;
+        var r = x - (x / y) * y;                 // not `%` (see binary_floor_divide)
         if (r != C(0) && ((r < C(0)) != (y < C(0)))) { r = r + y; }
         return r;
     }
