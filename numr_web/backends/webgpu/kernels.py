@@ -57,11 +57,13 @@ def load(name):
     return t
 
 
-def module_source(kernel_file, dtype, out_dtype=None):
-    """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype)."""
+def module_source(kernel_file, dtype, out_dtype=None, enables=None):
+    """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype).
+    enables: {feature: the WGSL directive this adapter's compiler wants for it} (the browser's
+    `enable subgroups;`; wgpu-native's compiler takes subgroup builtins without one)."""
     contract = codegen.contract_of(kernel_file)
     out_dtype = out_dtype or dtype
-    parts = []
+    parts = [enables[f] for f in contract.features if enables and enables.get(f)]
     if "float16" in (dtype.name, out_dtype.name):
         parts.append(load("enable_f16.wgsl"))
     parts.append(load(f"dtype_{dtype.name}.wgsl"))
@@ -71,6 +73,7 @@ def module_source(kernel_file, dtype, out_dtype=None):
     parts.append(codegen.activation_wgsl())
     if contract.vocabulary:
         parts.append(codegen.elementwise_wgsl())
+    parts.extend(load(f) for f in contract.includes)
     parts.append(load(kernel_file))
     return "\n".join(parts)
 
@@ -110,10 +113,15 @@ class KernelCache:
             if entry not in contract.entries or unknown:
                 raise KernelError(f"{kernel_file}: no entry point {entry!r} or no override "
                                   f"constants {unknown} in its contract")
+            missing = [f for f in contract.features if f not in self.adapter.features]
+            if missing:
+                raise KernelError(f"{kernel_file} needs the adapter features {missing}, which "
+                                  f"{getattr(self.adapter, 'name', 'this adapter')} lacks")
             skey = key[:1] + key[2:4]
             src = self._sources.get(skey)
             if src is None:
-                src = self._sources[skey] = module_source(kernel_file, dtype, out_dtype)
+                src = self._sources[skey] = module_source(
+                    kernel_file, dtype, out_dtype, getattr(self.adapter, "wgsl_enables", None))
             label = f"{kernel_file[:-5]}.{entry}[{dtype.name}" + \
                 (f"->{out_dtype.name}" if out_dtype else "") + \
                 "".join(f",{k}={int(v)}" for k, v in consts) + "]"
