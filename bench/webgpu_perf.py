@@ -1,6 +1,7 @@
 """webgpu performance against torch on the same GPU, in one process and one command:
 
     python bench/webgpu_perf.py [--m 8192 --n 4096 --k 4096] [--tiles 64,128,v4,v4w,sg] [--reps 5]
+                                [--linear-tiles auto,v4w]
 
 1. fp32 GEMM M x K by K x N per GEMM entry (the NUMR_WEBGPU_GEMM_TILE values, switched through the
    backend's `gemm_tile` knob), TFLOP/s, against torch.matmul (cuBLAS) fp32 with TF32 off; also the
@@ -94,11 +95,12 @@ def gemm_rows(be, torch, M, N, K, tiles, iters, reps):
     return rows
 
 
-def linear_rows(be, torch, M, N, K, iters, reps):
+def linear_rows(be, torch, M, N, K, iters, reps, tiles):
     rows = []
-    for dt in ("float32", "float16"):
+    for dt, tile in [(d, t) for d in ("float32", "float16") for t in tiles]:
         if dt == "float16" and not be.f16:
             continue
+        be.gemm_tile = tile
         x = nr.randn((M, K), seed=0, device="webgpu").astype(dt).requires_grad_()
         w = (nr.randn((K, N), seed=1, device="webgpu") * 0.02).astype(dt).detach().requires_grad_()
         b = nr.zeros(N, device="webgpu", dtype=dt, requires_grad=True)
@@ -111,9 +113,11 @@ def linear_rows(be, torch, M, N, K, iters, reps):
         def sync():
             be.to_bytes(be.slice(w.grad._data, ((0, 1, 1), (0, 1, 1))))
         t = timed(step, sync, 1, reps)
-        rows.append((dt, "webgpu", t))
-        log(f"Linear+GELU fwd+bwd {dt} webgpu: {t * 1e3:.2f} ms")
+        who = "webgpu" if tile == "auto" else f"webgpu tile {tile}"
+        rows.append((dt, who, t))
+        log(f"Linear+GELU fwd+bwd {dt} {who}: {t * 1e3:.2f} ms")
         del x, w, b, dy
+    be.gemm_tile = "auto"
     if torch is not None:
         F = torch.nn.functional
         for tdt in (torch.float32, torch.float16):
@@ -141,6 +145,8 @@ def main(argv=None):
     p.add_argument("--tiles", default="64,128,v4,v4w,sg")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--linear-tiles", default="auto",
+                   help="GEMM tiles for the webgpu Linear rows (auto: the default selection)")
     p.add_argument("--skip-linear", action="store_true")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
@@ -154,7 +160,8 @@ def main(argv=None):
     M, N, K = args.m, args.n, args.k
     tiles = [t for t in args.tiles.split(",") if t]
     g = gemm_rows(be, torch, M, N, K, tiles, args.iters, args.reps)
-    lin = [] if args.skip_linear else linear_rows(be, torch, M, N, K, args.iters, args.reps)
+    lin = [] if args.skip_linear else linear_rows(be, torch, M, N, K, args.iters, args.reps,
+                                                    args.linear_tiles.split(","))
 
     log(f"\n## GEMM {M}x{K}x{N}, {args.iters} calls per round, median of {args.reps} rounds\n")
     ref = {r[0]: r[4] for r in g if r[1] == "torch"}

@@ -71,8 +71,9 @@ class GPUAdapter:
     backend   "Vulkan", "Metal", "D3D12", "WebGPU (browser)", ...
     limits    dict: every name of WANTED_LIMITS -> the value granted to the device
     features  frozenset of enabled feature names (e.g. {"shader-f16", "subgroup"})
-    wgsl_enables  {feature: WGSL directive} the adapter's shader compiler needs in front of a
-              module using the feature (the browser: {"subgroup": "enable subgroups;"})
+    wgsl_enables  {feature: shader file} of the `enable` directive the adapter's shader compiler
+              needs in front of a module using the feature (the browser's:
+              {"subgroup": "enable_subgroups.wgsl"}; wgpu-native's compiler wants none)
     """
 
     name = "?"

@@ -137,7 +137,7 @@ class BrowserAdapter(GPUAdapter):
         self.limits = {n: getattr(dlim, n, None) for n in WANTED_LIMITS}
         self.features = canonical_features(f for f in WANTED_FEATURES
                                            if self.device.features.has(f))
-        self.wgsl_enables = {"subgroup": "enable subgroups;"}
+        self.wgsl_enables = {"subgroup": "enable_subgroups.wgsl"}   # Tint wants the directive
         U = js.GPUBufferUsage
         self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
                        "uniform": U.UNIFORM | U.COPY_DST}

@@ -3,8 +3,10 @@
 
 A module's source is the concatenation of files from shaders/ and the text codegen.py generates
 from the Python tables:
-    [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl  <generated header of the kernel file>
-    common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]  <kernel>.wgsl
+    [enable_subgroups.wgsl (browser)]  [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl
+    <generated header of the kernel file>
+    common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]
+    [<included kernel files, contract.includes>]  <kernel>.wgsl
 dtype_<S> defines the element type S and compute type C of the tensors, out_<SO> the output type of
 converting kernels (astype); the header (contract.py) names the metadata words, declares the
 bindings and the override constants. Variants inside a module (operation, activation, flags) are
@@ -59,11 +61,12 @@ def load(name):
 
 def module_source(kernel_file, dtype, out_dtype=None, enables=None):
     """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype).
-    enables: {feature: the WGSL directive this adapter's compiler wants for it} (the browser's
-    `enable subgroups;`; wgpu-native's compiler takes subgroup builtins without one)."""
+    enables: {feature: the shader file of the `enable` directive this adapter's compiler wants for
+    it} (the browser's enable_subgroups.wgsl; wgpu-native's compiler takes subgroup builtins
+    without one)."""
     contract = codegen.contract_of(kernel_file)
     out_dtype = out_dtype or dtype
-    parts = [enables[f] for f in contract.features if enables and enables.get(f)]
+    parts = [load(enables[f]) for f in contract.features if enables and enables.get(f)]
     if "float16" in (dtype.name, out_dtype.name):
         parts.append(load("enable_f16.wgsl"))
     parts.append(load(f"dtype_{dtype.name}.wgsl"))
