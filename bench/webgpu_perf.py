@@ -66,7 +66,7 @@ def gemm_rows(be, torch, M, N, K, tiles, iters, reps):
             continue
         a = be.random((M, K), dt, 3, "normal")
         b = be.random((K, N), dt, 4, "normal")
-        for tile in (tiles if dt is float32 else ["auto"]):
+        for tile in (tiles if dt is float32 else ["auto"] + [t for t in tiles if t == "sg"]):
             be.gemm_tile = tile
             before = dict(be.d.counts)
             out = [be.matmul(a, b)]

@@ -15,8 +15,9 @@
 //     (gemm_v4 stores 4 scalars per vec4, with bank conflicts); the same for a column-major b;
 //   * the k-major tiles are XOR-swizzled instead of padded (vec4 slot j of k-row k is stored at
 //     j ^ (k & 7)), so both buffers fit in 32 KiB: 2 x (16 x 32 + 16 x 32) vec4;
-//   * the inner loop over the 16 k of a slice is unrolled by hand (`sg_step` with constant k):
-//     per k, 4 vec4 loads from workgroup memory feed 64 fused multiply-adds.
+//   * the inner loop over the 16 k of a slice is unrolled 4 times by hand (`sg_step`; unrolled
+//     16 times or not at all it is slower on the H200): per k, 4 vec4 loads from workgroup memory
+//     feed 64 fused multiply-adds.
 // Quads are lanes 4j..4j+3 of a subgroup holding local_invocation_index 4j'..4j'+3 (consecutive
 // invocations form subgroups on every driver this runs on; the parity tests check it). Needs
 // subgroups of at least 4 lanes (WebGPU's minimum). Grid: (ceil(N/128), ceil(M/128), batches).
@@ -139,22 +140,12 @@ fn gemm_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         }
         let abase = cur * SG_BUF;
         let bbase = cur * SG_BUF;
-        sg_step(&acc, abase, bbase, 0u, ty, tx);
-        sg_step(&acc, abase, bbase, 1u, ty, tx);
-        sg_step(&acc, abase, bbase, 2u, ty, tx);
-        sg_step(&acc, abase, bbase, 3u, ty, tx);
-        sg_step(&acc, abase, bbase, 4u, ty, tx);
-        sg_step(&acc, abase, bbase, 5u, ty, tx);
-        sg_step(&acc, abase, bbase, 6u, ty, tx);
-        sg_step(&acc, abase, bbase, 7u, ty, tx);
-        sg_step(&acc, abase, bbase, 8u, ty, tx);
-        sg_step(&acc, abase, bbase, 9u, ty, tx);
-        sg_step(&acc, abase, bbase, 10u, ty, tx);
-        sg_step(&acc, abase, bbase, 11u, ty, tx);
-        sg_step(&acc, abase, bbase, 12u, ty, tx);
-        sg_step(&acc, abase, bbase, 13u, ty, tx);
-        sg_step(&acc, abase, bbase, 14u, ty, tx);
-        sg_step(&acc, abase, bbase, 15u, ty, tx);
+        for (var k = 0u; k < 16u; k = k + 4u) {
+            sg_step(&acc, abase, bbase, k, ty, tx);
+            sg_step(&acc, abase, bbase, k + 1u, ty, tx);
+            sg_step(&acc, abase, bbase, k + 2u, ty, tx);
+            sg_step(&acc, abase, bbase, k + 3u, ty, tx);
+        }
         if (more) {                       // the other buffer: last read before the previous barrier
             let nxt = cur ^ 1u;
             if (!A_MLANES) { ra0 = quad_transpose(ra0, q); ra1 = quad_transpose(ra1, q); }

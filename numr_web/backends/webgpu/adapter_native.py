@@ -111,7 +111,7 @@ class NativeAdapter(GPUAdapter):
                         for b in d.bindings])
                     if len(cache) >= 4096:
                         cache.pop(next(iter(cache)))
-                    cache[key] = (bg, d.bindings)      # keeps the buffers alive: ids stay unique
+                    cache[key] = (bg, d.bindings, pipe)   # keeps them alive: ids stay unique
                 else:
                     bg = bg[0]
                 cp.set_pipeline(pipe)

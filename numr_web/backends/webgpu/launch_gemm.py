@@ -6,12 +6,11 @@ Entries (all with the fused bias + activation epilogue, strided operands, broadc
   gemm_v4   vec4 loads, double-buffered, 128 x 64 (8 x 4) or with V4_WIDE 128 x 128 (8 x 8);
             only for vec4-aligned row-major operands, else gemm  (GEMM tiles "v4", "v4w")
   gemm_sg   (matmul_sg.wgsl) subgroup shuffles transpose a's fragments, 128 x 128 (8 x 8), vec4
-            loads, double-buffered, unrolled; needs the adapter feature "subgroup" and 32 KiB of
+            loads, double-buffered, k loop unrolled 4x; needs the adapter feature "subgroup" and 32 KiB of
             workgroup memory (SG_WG_BYTES), else the tile falls back to v4w / v4     (GEMM tile "sg")
-"auto" takes sg for vec4-aligned GEMMs of at least 256 x 256 where the adapter has it and is a GPU
-(`caps`: software rasterisers such as lavapipe compile it slowly and run it no faster),
-else v4w where the device grants the workgroup memory gemm_v4 needs (V4W_WG_BYTES; browsers and
-lavapipe grant less), gemm elsewhere. `select` is pure.
+"auto" takes v4w for GEMMs of at least 256 x 256 where the device grants the workgroup memory
+gemm_v4 needs (V4W_WG_BYTES; browsers and lavapipe grant less), gemm elsewhere; it does not take sg,
+which is slower than v4w and gemm on the H200 (docs/benchmarks.md). `select` is pure.
 Under a loop budget (launch_reduce.py) a GEMM runs in blocks of at most `k_block(budget)` along K,
 summed by the backend (split-K).
 """
@@ -43,10 +42,6 @@ def caps(adapter):
         have.add("v4w")
     if wg >= SG_WG_BYTES and "subgroup" in adapter.features:
         have.add("sg")
-        name = str(getattr(adapter, "name", "")).lower()
-        if getattr(adapter, "adapter_type", "") != "CPU" and \
-                not any(s in name for s in ("llvmpipe", "lavapipe", "swiftshader")):
-            have.add("sg_auto")
     return frozenset(have)
 
 
@@ -56,8 +51,7 @@ def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, caps):
     must be multiples of 4 for vec4 loads; caps: the adapter's optional tiles (`caps`)."""
     gt = str(tile)
     if gt == "auto":
-        gt = ("sg" if "sg_auto" in caps else "v4w" if "v4w" in caps else "64") \
-            if M >= 256 and N >= 256 else "64"
+        gt = "v4w" if "v4w" in caps and M >= 256 and N >= 256 else "64"
     if gt == "sg" and "sg" not in caps:
         gt = "v4w"
     words4 = all(x % 4 == 0 for x in vec4_words)
