@@ -442,7 +442,7 @@ class WebGPUBackend(Backend):
         then bias and activation as separate primitives. Also the K == 0 case (z = 0)."""
         K = a.shape[-1]
         z = self.full(shape, 0, a.dtype) if K == 0 else None
-        for k0 in range(0, K, kb):
+        for k0 in range(0, K, kb or max(K, 1)):
             k1 = min(K, k0 + kb)
             pa = sliced(a, full_index(a.shape[:-1]) + [(k0, k1, 1)])
             pb = sliced(b, full_index(b.shape[:-2]) + [(k0, k1, 1), (0, b.shape[-1], 1)])
