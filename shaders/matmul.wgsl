@@ -248,7 +248,8 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 // invocation (rows 4ty..4ty+3 and 64+4ty..; columns 4tx..4tx+3): 32 multiply-adds per 3 vec4
 // loads from workgroup memory; V4_WIDE: 128 x 128 tiles, 8 x 8 per invocation (columns also
 // 64+4tx..), 64 multiply-adds per 4 vec4 loads. Double-buffered K-slices of 16: one barrier per
-// K-step, the next slice is fetched into registers while the current one is multiplied. With
+// K-step, the next slice is fetched into registers while the current one is multiplied; the
+// 16 k of a slice are unrolled by hand (the driver does not unroll Naga's bounded loop). With
 // K % 4 == 0 and N % 4 == 0 a vec4 lies wholly inside or outside the matrix, so CHECK tests
 // m < M, k < K and n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
 // 2 buffers x 16 k x (32 vec4 of m, padded to 33): the transposing scalar stores spread over banks
@@ -331,7 +332,10 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         }
         let abase = cur * 528u;
         let bbase = cur * 512u;
-        for (var k = 0u; k < 16u; k = k + 1u) {
+        // the k loop unrolled by hand (16 copies; +15% on the H200 over the plain loop)
+        for (var k4 = 0u; k4 < 16u; k4 = k4 + 16u) {
+            {
+            let k = k4 + 0u;
             let a0 = As4[abase + k * 33u + ty];
             let a1 = As4[abase + k * 33u + 16u + ty];
             let b0 = Bs4[bbase + k * 32u + tx];
@@ -353,6 +357,382 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
                 acc[13] = mad4(a1.y, b1, acc[13]);
                 acc[14] = mad4(a1.z, b1, acc[14]);
                 acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 1u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 2u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 3u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 4u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 5u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 6u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 7u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 8u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 9u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 10u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 11u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 12u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 13u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 14u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
+            }
+            {
+            let k = k4 + 15u;
+            let a0 = As4[abase + k * 33u + ty];
+            let a1 = As4[abase + k * 33u + 16u + ty];
+            let b0 = Bs4[bbase + k * 32u + tx];
+            acc[0] = mad4(a0.x, b0, acc[0]);
+            acc[1] = mad4(a0.y, b0, acc[1]);
+            acc[2] = mad4(a0.z, b0, acc[2]);
+            acc[3] = mad4(a0.w, b0, acc[3]);
+            acc[4] = mad4(a1.x, b0, acc[4]);
+            acc[5] = mad4(a1.y, b0, acc[5]);
+            acc[6] = mad4(a1.z, b0, acc[6]);
+            acc[7] = mad4(a1.w, b0, acc[7]);
+            if (V4_WIDE) {
+                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                acc[8] = mad4(a0.x, b1, acc[8]);
+                acc[9] = mad4(a0.y, b1, acc[9]);
+                acc[10] = mad4(a0.z, b1, acc[10]);
+                acc[11] = mad4(a0.w, b1, acc[11]);
+                acc[12] = mad4(a1.x, b1, acc[12]);
+                acc[13] = mad4(a1.y, b1, acc[13]);
+                acc[14] = mad4(a1.z, b1, acc[14]);
+                acc[15] = mad4(a1.w, b1, acc[15]);
+            }
             }
         }
         if (more) {                       // the other buffer: last read before the previous barrier

@@ -592,6 +592,55 @@ def test_gemm_kernel_selection(tiled):
     assert entries(be, up(be, rand(64, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm"}
 
 
+def test_gemm_sg_subgroup_kernel():
+    """gemm_sg (subgroup shuffles; tile "sg") where the adapter has subgroups: row- and
+    column-major operands (the transposed views of a Linear's backward), with and without bounds
+    checks, batched with an element offset, the fused bias + GELU epilogue; float32 within 4 ulp
+    of the float64 product's magnitude; float16 (f32 accumulation, one rounding to f16 of each
+    output, so 1 f16 ulp plus the f32 accumulation error) against float64 of the f16 inputs.
+    Elsewhere the tile falls back to gemm_v4."""
+    be = backend(gemm_tile="sg")
+    sg = "sg" in be._gemm_caps
+    want = {"matmul_sg.gemm_sg"} if sg else {"matmul.gemm_v4"}
+
+    def run(x, y, ta, tb, fn=None):
+        hx = be.permute(up(be, np.ascontiguousarray(x.T)), (1, 0)) if ta else up(be, x)
+        hy = be.permute(up(be, np.ascontiguousarray(y.T)), (1, 0)) if tb else up(be, y)
+        out, ran = kernels_run(be, lambda: (fn or be.matmul)(hx, hy))
+        assert {k for k in ran if k.startswith("matmul")} == (want if sg or not (ta or tb)
+                                                               else {"matmul.gemm"})
+        return out
+
+    for (m, k, n), ta, tb in [((300, 36, 260), False, False), ((256, 32, 256), True, True),
+                              ((260, 20, 132), True, False)]:
+        a, b = rand(m, k, seed=60), rand(k, n, seed=61)
+        close_gemm(down(be, run(a, b, ta, tb)), a, b)
+    a, b = rand(3, 132, 24, seed=62), rand(24, 136, seed=63)             # batch folded into M
+    close_gemm(down(be, be.matmul(be.slice(up(be, a), ((1, 3, 1), (0, 132, 1), (0, 24, 1))),
+                                  up(be, b))), a[1:], b)
+    a, b, bias = rand(256, 16, seed=64), rand(16, 128, seed=65), rand(128, seed=66)
+    y, z, scale = epilogue_ref("gelu", a, b, bias)
+    hy, hz = run(a, b, False, False,
+                 lambda x, w: be.gemm_bias_act(x, w, up(be, bias), "gelu"))
+    close(down(be, hy), y, ulps=4, scale=scale)
+    if not be.f16:
+        return
+    eps16 = float(np.finfo(np.float16).eps)
+    for (m, k, n), ta, tb in [((260, 40, 132), False, False), ((128, 64, 256), True, True)]:
+        a = rand(m, k, seed=67).astype(np.float16)
+        b = rand(k, n, seed=68).astype(np.float16)
+        z, mag = gemm_ref(a, b)
+        close(down(be, run(a, b, ta, tb)), z, ulps=0.5, eps=eps16, scale=0,
+              floor=5 * EPS * mag + 2.0 ** -25)
+    a, b = rand(256, 16, seed=69).astype(np.float16), rand(16, 128, seed=70).astype(np.float16)
+    bias = rand(128, seed=71).astype(np.float16)
+    y, z, scale = epilogue_ref("gelu", a, b, bias)
+    hy, hz = run(a, b, False, False, lambda x, w: be.gemm_bias_act(x, w, up(be, bias), "gelu"))
+    close(down(be, hy), y, ulps=0.5, eps=eps16, scale=0, floor=5 * EPS * scale + 2.0 ** -25)
+    if hz is not None:
+        close(down(be, hz), z, ulps=0.5, eps=eps16, scale=0, floor=5 * EPS * scale + 2.0 ** -25)
+
+
 def test_matmul_strided_and_int():
     a, b = rand(9, 13, seed=11), rand(7, 9, seed=12)
     close_gemm((T(a).T @ T(b).T).numpy(), a.T, b.T)

@@ -51,6 +51,9 @@ def test_generated_wgsl_compiles(adapter, kernel_file, dtype):
         pytest.skip("this adapter has no shader-f16")
     from numr_web.backends.webgpu.adapter import Binding, Dispatch
     k = contract.KERNELS[kernel_file]
+    missing = [f for f in k.features if f not in adapter.features]
+    if missing:
+        pytest.skip(f"this adapter lacks {missing}")
     bufs = {s: adapter.create_buffer(256, "storage") for s in k.slots}
     meta = adapter.create_buffer(contract.META_BYTES, "uniform")
     outs = [None] + ([dtypes.get_dtype(o) for o in DTYPES if o != dtype and

@@ -32,8 +32,15 @@ WANTED_LIMITS = (
     "minStorageBufferOffsetAlignment",
     "minUniformBufferOffsetAlignment",
 )
-# Optional features requested when the adapter has them.
-WANTED_FEATURES = ("shader-f16",)
+# Optional features requested when the adapter has them: "subgroup" is wgpu-native's name of the
+# browser's "subgroups" (subgroup builtins in WGSL); `features` reports either as "subgroup".
+WANTED_FEATURES = ("shader-f16", "subgroup", "subgroups")
+FEATURE_ALIASES = {"subgroups": "subgroup"}
+
+
+def canonical_features(names):
+    """The backend's names of granted features ("subgroups" -> "subgroup")."""
+    return frozenset(FEATURE_ALIASES.get(n, n) for n in names)
 
 
 class Binding:
@@ -63,7 +70,10 @@ class GPUAdapter:
     name      adapter / device name, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
     backend   "Vulkan", "Metal", "D3D12", "WebGPU (browser)", ...
     limits    dict: every name of WANTED_LIMITS -> the value granted to the device
-    features  frozenset of enabled feature names (e.g. {"shader-f16"})
+    features  frozenset of enabled feature names (e.g. {"shader-f16", "subgroup"})
+    wgsl_enables  {feature: shader file} of the `enable` directive the adapter's shader compiler
+              needs in front of a module using the feature (the browser's:
+              {"subgroup": "enable_subgroups.wgsl"}; wgpu-native's compiler wants none)
     """
 
     name = "?"
@@ -71,6 +81,7 @@ class GPUAdapter:
     can_block = True          # read_buffer can wait for the GPU (a browser without JSPI cannot)
     limits: dict = {}
     features: frozenset = frozenset()
+    wgsl_enables: dict = {}
 
     def info(self) -> dict:
         """Details for `numr-web info`: name, backend, limits, features, library versions."""

@@ -19,7 +19,7 @@ BackendLimitError, a lost device KernelError.
 from __future__ import annotations
 
 from ...errors import BackendLimitError, BackendUnavailableError, KernelError
-from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter
+from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter, canonical_features
 
 try:  # only importable inside Pyodide
     import js
@@ -135,7 +135,9 @@ class BrowserAdapter(GPUAdapter):
         self._queue = self.device.queue
         dlim = self.device.limits
         self.limits = {n: getattr(dlim, n, None) for n in WANTED_LIMITS}
-        self.features = frozenset(f for f in WANTED_FEATURES if self.device.features.has(f))
+        self.features = canonical_features(f for f in WANTED_FEATURES
+                                           if self.device.features.has(f))
+        self.wgsl_enables = {"subgroup": "enable_subgroups.wgsl"}   # Tint wants the directive
         U = js.GPUBufferUsage
         self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
                        "uniform": U.UNIFORM | U.COPY_DST}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from ...errors import BackendUnavailableError, KernelError
-from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter
+from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter, canonical_features
 
 
 def _snake(name):
@@ -44,7 +44,7 @@ class NativeAdapter(GPUAdapter):
         self.adapter_type = info.get("adapter_type", "?")
         dlim = self.device.limits
         self.limits = {n: dlim.get(_snake(n), alim.get(_snake(n))) for n in WANTED_LIMITS}
-        self.features = frozenset(f for f in feats if f in self.device.features)
+        self.features = canonical_features(f for f in feats if f in self.device.features)
         self._queue = self.device.queue
         self._bind_groups = {}      # (pipeline, bindings) -> bind group: training loops repeat them
         U = wgpu.BufferUsage
@@ -111,7 +111,7 @@ class NativeAdapter(GPUAdapter):
                         for b in d.bindings])
                     if len(cache) >= 4096:
                         cache.pop(next(iter(cache)))
-                    cache[key] = (bg, d.bindings)      # keeps the buffers alive: ids stay unique
+                    cache[key] = (bg, d.bindings, pipe)   # keeps them alive: ids stay unique
                 else:
                     bg = bg[0]
                 cp.set_pipeline(pipe)

@@ -21,7 +21,7 @@ Knobs (constructor argument / environment variable; the argument wins):
   loop_budget       NUMR_WEBGPU_LOOP_BUDGET    most loop iterations one shader invocation may run
                     (0: unlimited). Default 60000 on Mesa llvmpipe, which silently stops an
                     invocation's loops after 65535; long reductions and GEMMs are scheduled within it
-  gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w
+  gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w, sg
                     (launch_gemm.py); also assignable as the attribute `gemm_tile`
   max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535); more
                     work is covered by the kernels' grid-stride loops
@@ -106,7 +106,7 @@ class WebGPUBackend(NNPrimitives, Backend):
         self.kernels = self.d.kernels
         self.pool = self.d.pool
         self.f16 = "shader-f16" in self.adapter.features
-        self._v4w_fits = lim.get("maxComputeWorkgroupStorageSize", 0) >= gemm.V4W_WG_BYTES
+        self._gemm_caps = gemm.caps(self.adapter)
         self._compare = frozenset(family_names("compare"))
 
     @property
@@ -438,7 +438,7 @@ class WebGPUBackend(NNPrimitives, Backend):
         if out.size == 0:
             return out, z
         return gemm.launch(self.d, a, b, bias, out, z, act_code(act), self.gemm_tile,
-                           self._v4w_fits)
+                           self._gemm_caps)
 
     def _gemm_split_k(self, a, b, bias, act, want_z, shape, kb):
         """z = the sum of GEMMs over blocks of at most kb along K (each within the loop budget),

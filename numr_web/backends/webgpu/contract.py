@@ -63,8 +63,11 @@ class Slot:
 
 
 class KernelFile:
-    def __init__(self, name, layout, slots, entries, overrides, codes=None, vocabulary=False):
+    def __init__(self, name, layout, slots, entries, overrides, codes=None, vocabulary=False,
+                 includes=(), features=()):
         self.name = name
+        self.includes = tuple(includes)   # kernel files whose text precedes this one in the module
+        self.features = tuple(features)   # adapter features the module needs ("subgroup")
         self.layout = layout
         self.slots = {}
         for i, (sname, access, type_, doc) in enumerate(slots, META_BINDING + 1):
@@ -183,53 +186,60 @@ REDUCE = KernelFile(
     codes={"REDUCE": REDUCE_OPS, "SOFTMAX": ("plain", "log")},
 )
 
-# -- matmul.wgsl ------------------------------------------------------------------------------------------
+# -- matmul.wgsl, matmul_sg.wgsl ---------------------------------------------------------------------------
+MATMUL_LAYOUT = Layout(scalars=[
+    ("M", "rows of the output"),
+    ("N", "columns of the output"),
+    ("K", "the reduced dim"),
+    ("BATCH_NDIM", "dims of the coalesced batch shape"),
+    ("BATCH0", "first batch index of this dispatch (grid z + BATCH0)"),
+    ("BIAS_STRIDE", "element stride of the bias"),
+    ("OFFSET_OUT", "element offset of the output"),
+    ("OFFSET_A", "element offset of a"),
+    ("OFFSET_B", "element offset of b"),
+    ("OFFSET_BIAS", "element offset of the bias"),
+    ("OFFSET_Z", "element offset of z (WRITE_Z)"),
+    ("A_STRIDE_M", "element stride of a along m"),
+    ("A_STRIDE_K", "element stride of a along k"),
+    ("B_STRIDE_K", "element stride of b along k"),
+    ("B_STRIDE_N", "element stride of b along n"),
+], arrays=[
+    ("BATCH_SHAPE", "coalesced batch shape"),
+    ("A_BATCH_STRIDES", "strides of a along the batch dims (0: broadcast)"),
+    ("B_BATCH_STRIDES", "strides of b along the batch dims"),
+])
+MATMUL_SLOTS = [
+    ("out", "read_write", "array<S>", "y = act(a @ b + bias), dense (batch, M, N)"),
+    ("a", "read", "array<S>", "a (..., M, K)"),
+    ("b", "read", "array<S>", "b (..., K, N)"),
+    ("bias", "read", "array<S>", "the bias (N,) (HAS_BIAS)"),
+    ("zout", "read_write", "array<S>", "z = a @ b + bias (WRITE_Z)"),
+    ("a4", "read", "array<vec4<S>>", "gemm_v4: vec4 view of a"),
+    ("b4", "read", "array<vec4<S>>", "gemm_v4: vec4 view of b"),
+]
+MATMUL_OVERRIDES = [
+    ("ACT", "u32", "0u", "the activation of the epilogue: ACT_* (generated)"),
+    ("HAS_BIAS", "bool", "false", "add the bias"),
+    ("WRITE_Z", "bool", "false", "also write z (the ACT row saves z)"),
+    ("A_MLANES", "bool", "false", "a is column-major (stride 1 along m): loader lanes along m"),
+    ("B_KLANES", "bool", "false", "b is column-major (stride 1 along k): loader lanes along k"),
+    ("CHECK", "bool", "true", "false when the tiles divide M, N and K: loads skip bounds tests"),
+    ("V4_WIDE", "bool", "false", "gemm_v4: 128 x 128 tiles (8 x 8 per invocation) instead of 128 x 64"),
+]
 MATMUL = KernelFile(
-    "matmul.wgsl",
-    Layout(scalars=[
-        ("M", "rows of the output"),
-        ("N", "columns of the output"),
-        ("K", "the reduced dim"),
-        ("BATCH_NDIM", "dims of the coalesced batch shape"),
-        ("BATCH0", "first batch index of this dispatch (grid z + BATCH0)"),
-        ("BIAS_STRIDE", "element stride of the bias"),
-        ("OFFSET_OUT", "element offset of the output"),
-        ("OFFSET_A", "element offset of a"),
-        ("OFFSET_B", "element offset of b"),
-        ("OFFSET_BIAS", "element offset of the bias"),
-        ("OFFSET_Z", "element offset of z (WRITE_Z)"),
-        ("A_STRIDE_M", "element stride of a along m"),
-        ("A_STRIDE_K", "element stride of a along k"),
-        ("B_STRIDE_K", "element stride of b along k"),
-        ("B_STRIDE_N", "element stride of b along n"),
-    ], arrays=[
-        ("BATCH_SHAPE", "coalesced batch shape"),
-        ("A_BATCH_STRIDES", "strides of a along the batch dims (0: broadcast)"),
-        ("B_BATCH_STRIDES", "strides of b along the batch dims"),
-    ]),
-    slots=[
-        ("out", "read_write", "array<S>", "y = act(a @ b + bias), dense (batch, M, N)"),
-        ("a", "read", "array<S>", "a (..., M, K)"),
-        ("b", "read", "array<S>", "b (..., K, N)"),
-        ("bias", "read", "array<S>", "the bias (N,) (HAS_BIAS)"),
-        ("zout", "read_write", "array<S>", "z = a @ b + bias (WRITE_Z)"),
-        ("a4", "read", "array<vec4<S>>", "gemm_v4: vec4 view of a"),
-        ("b4", "read", "array<vec4<S>>", "gemm_v4: vec4 view of b"),
-    ],
+    "matmul.wgsl", MATMUL_LAYOUT, MATMUL_SLOTS,
     entries={
         "gemm": ("out", "a", "b", "bias", "zout"),
         "gemm_big": ("out", "a", "b", "bias", "zout"),
         "gemm_v4": ("out", "a4", "b4", "bias", "zout"),
     },
-    overrides=[
-        ("ACT", "u32", "0u", "the activation of the epilogue: ACT_* (generated)"),
-        ("HAS_BIAS", "bool", "false", "add the bias"),
-        ("WRITE_Z", "bool", "false", "also write z (the ACT row saves z)"),
-        ("A_MLANES", "bool", "false", "a is column-major (stride 1 along m): loader lanes along m"),
-        ("B_KLANES", "bool", "false", "b is column-major (stride 1 along k): loader lanes along k"),
-        ("CHECK", "bool", "true", "false when the tiles divide M, N and K: loads skip bounds tests"),
-        ("V4_WIDE", "bool", "false", "gemm_v4: 128 x 128 tiles (8 x 8 per invocation) instead of 128 x 64"),
-    ],
+    overrides=MATMUL_OVERRIDES,
+)
+# the subgroup GEMM: matmul.wgsl's contract, helpers (epilogue, batch offsets, vec4 loads) and text
+MATMUL_SG = KernelFile(
+    "matmul_sg.wgsl", MATMUL_LAYOUT, MATMUL_SLOTS,
+    entries={"gemm_sg": ("out", "a4", "b4", "bias", "zout")},
+    overrides=MATMUL_OVERRIDES, includes=("matmul.wgsl",), features=("subgroup",),
 )
 
 # -- index.wgsl -------------------------------------------------------------------------------------------
@@ -384,4 +394,4 @@ ATTENTION = KernelFile(
     ],
 )
 
-KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, INDEX, NORM, CONV, ATTENTION)}
+KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, MATMUL_SG, INDEX, NORM, CONV, ATTENTION)}

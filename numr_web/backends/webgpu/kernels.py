@@ -3,8 +3,10 @@
 
 A module's source is the concatenation of files from shaders/ and the text codegen.py generates
 from the Python tables:
-    [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl  <generated header of the kernel file>
-    common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]  <kernel>.wgsl
+    [enable_subgroups.wgsl (browser)]  [enable_f16.wgsl]  dtype_<S>.wgsl  out_<SO>.wgsl
+    <generated header of the kernel file>
+    common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]
+    [<included kernel files, contract.includes>]  <kernel>.wgsl
 dtype_<S> defines the element type S and compute type C of the tensors, out_<SO> the output type of
 converting kernels (astype); the header (contract.py) names the metadata words, declares the
 bindings and the override constants. Variants inside a module (operation, activation, flags) are
@@ -57,11 +59,14 @@ def load(name):
     return t
 
 
-def module_source(kernel_file, dtype, out_dtype=None):
-    """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype)."""
+def module_source(kernel_file, dtype, out_dtype=None, enables=None):
+    """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype).
+    enables: {feature: the shader file of the `enable` directive this adapter's compiler wants for
+    it} (the browser's enable_subgroups.wgsl; wgpu-native's compiler takes subgroup builtins
+    without one)."""
     contract = codegen.contract_of(kernel_file)
     out_dtype = out_dtype or dtype
-    parts = []
+    parts = [load(enables[f]) for f in contract.features if enables and enables.get(f)]
     if "float16" in (dtype.name, out_dtype.name):
         parts.append(load("enable_f16.wgsl"))
     parts.append(load(f"dtype_{dtype.name}.wgsl"))
@@ -71,6 +76,7 @@ def module_source(kernel_file, dtype, out_dtype=None):
     parts.append(codegen.activation_wgsl())
     if contract.vocabulary:
         parts.append(codegen.elementwise_wgsl())
+    parts.extend(load(f) for f in contract.includes)
     parts.append(load(kernel_file))
     return "\n".join(parts)
 
@@ -110,10 +116,15 @@ class KernelCache:
             if entry not in contract.entries or unknown:
                 raise KernelError(f"{kernel_file}: no entry point {entry!r} or no override "
                                   f"constants {unknown} in its contract")
+            missing = [f for f in contract.features if f not in self.adapter.features]
+            if missing:
+                raise KernelError(f"{kernel_file} needs the adapter features {missing}, which "
+                                  f"{getattr(self.adapter, 'name', 'this adapter')} lacks")
             skey = key[:1] + key[2:4]
             src = self._sources.get(skey)
             if src is None:
-                src = self._sources[skey] = module_source(kernel_file, dtype, out_dtype)
+                src = self._sources[skey] = module_source(
+                    kernel_file, dtype, out_dtype, getattr(self.adapter, "wgsl_enables", None))
             label = f"{kernel_file[:-5]}.{entry}[{dtype.name}" + \
                 (f"->{out_dtype.name}" if out_dtype else "") + \
                 "".join(f",{k}={int(v)}" for k, v in consts) + "]"

@@ -1,26 +1,31 @@
-"""Launcher of shaders/matmul.wgsl: GEMM entry selection and the batched launch.
+"""Launcher of shaders/matmul.wgsl and matmul_sg.wgsl: GEMM entry selection and the batched launch.
 
 Entries (all with the fused bias + activation epilogue, strided operands, broadcast batches):
   gemm      64 x 64 output tile, 4 x 4 per invocation            (GEMM tile "64")
   gemm_big  128 x 128 tile, 8 x 8 per invocation, M, N >= 128    (GEMM tile "128")
   gemm_v4   vec4 loads, double-buffered, 128 x 64 (8 x 4) or with V4_WIDE 128 x 128 (8 x 8);
             only for vec4-aligned row-major operands, else gemm  (GEMM tiles "v4", "v4w")
+  gemm_sg   (matmul_sg.wgsl) subgroup shuffles transpose a's fragments, 128 x 128 (8 x 8), vec4
+            loads, double-buffered, k loop unrolled 4x; needs the adapter feature "subgroup" and 32 KiB of
+            workgroup memory (SG_WG_BYTES), else the tile falls back to v4w / v4     (GEMM tile "sg")
 "auto" takes v4w for GEMMs of at least 256 x 256 where the device grants the workgroup memory
-gemm_v4 needs (V4W_WG_BYTES; browsers and lavapipe grant less), gemm elsewhere. `select` is pure.
+gemm_v4 needs (V4W_WG_BYTES; browsers and lavapipe grant less), gemm elsewhere; it does not take sg,
+which is slower than v4w and gemm on the H200 (docs/benchmarks.md). `select` is pure.
 Under a loop budget (launch_reduce.py) a GEMM runs in blocks of at most `k_block(budget)` along K,
 summed by the backend (split-K).
 """
 from __future__ import annotations
 
 from ...errors import BackendLimitError
-from .contract import MATMUL, MAX_GROUPS, MAXD
+from .contract import MATMUL, MATMUL_SG, MAX_GROUPS, MAXD
 from .views import coalesce, expanded, prod
 
 K = MATMUL
 L = K.layout
-_FILE = K.name
-GEMM_TILES = ("auto", "64", "128", "v4", "v4w")
+GEMM_TILES = ("auto", "64", "128", "v4", "v4w", "sg")
 V4W_WG_BYTES = (1056 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in matmul.wgsl)
+SG_WG_BYTES = (1024 + 1024) * 16    # workgroup memory of gemm_sg (Asg + Bsg in matmul_sg.wgsl)
+_FILE = {"gemm": K.name, "gemm_big": K.name, "gemm_v4": K.name, "gemm_sg": MATMUL_SG.name}
 LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM entry (an upper bound)
 
 
@@ -29,15 +34,39 @@ def k_block(budget):
     return max(16, 1 << ((budget // LOOP_ITERS_PER_K).bit_length() - 1)) if budget else None
 
 
-def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, v4w_fits):
+def caps(adapter):
+    """The optional GEMM tiles this adapter can run: "v4w" (workgroup memory), "sg" (subgroups)."""
+    wg = adapter.limits.get("maxComputeWorkgroupStorageSize") or 0
+    have = set()
+    if wg >= V4W_WG_BYTES:
+        have.add("v4w")
+    if wg >= SG_WG_BYTES and "subgroup" in adapter.features:
+        have.add("sg")
+    return frozenset(have)
+
+
+def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, caps):
     """-> (entry, tile rows, tile columns, override constants) for an M x K_ x N GEMM with a's
-    strides (sam, sak), b's (sbk, sbn); vec4_words: the element offsets and row / batch strides
-    that must be multiples of 4 for vec4 loads."""
+    strides (sam, sak), b's (sbk, sbn); vec4_words: the element offsets and batch strides that
+    must be multiples of 4 for vec4 loads; caps: the adapter's optional tiles (`caps`)."""
     gt = str(tile)
     if gt == "auto":
-        gt = "v4w" if v4w_fits and M >= 256 and N >= 256 else "64"
+        gt = "v4w" if "v4w" in caps and M >= 256 and N >= 256 else "64"
+    if gt == "sg" and "sg" not in caps:
+        gt = "v4w"
+    words4 = all(x % 4 == 0 for x in vec4_words)
+    if gt == "sg" and words4:
+        # each operand row- or column-major with vec4-aligned rows / columns
+        a_row = sak == 1 and K_ % 4 == 0 and sam % 4 == 0
+        a_col = sam == 1 and M % 4 == 0 and sak % 4 == 0
+        b_row = sbn == 1 and N % 4 == 0 and sbk % 4 == 0
+        b_col = sbk == 1 and K_ % 4 == 0 and sbn % 4 == 0
+        if (a_row or a_col) and (b_row or b_col):
+            return "gemm_sg", 128, 128, {
+                "CHECK": int(M % 128 != 0 or N % 128 != 0 or K_ % 16 != 0),
+                "A_MLANES": int(not a_row), "B_KLANES": int(not b_row)}
     v4 = gt in ("v4", "v4w") and sak == 1 and sbn == 1 and K_ % 4 == 0 and N % 4 == 0 and \
-        all(x % 4 == 0 for x in vec4_words)
+        sam % 4 == 0 and sbk % 4 == 0 and words4
     big = M >= 128 and N >= 128 and gt == "128"
     wide = v4 and gt == "v4w"
     tm, tn = (128, 128 if wide else 64) if v4 else ((128, 128) if big else (64, 64))
@@ -50,7 +79,7 @@ def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, v4w_fits):
     return ("gemm_big" if big else "gemm"), tm, tn, consts
 
 
-def launch(d, a, b, bias, out, z, act_code, tile, v4w_fits):
+def launch(d, a, b, bias, out, z, act_code, tile, caps):
     """out = act(a @ b + bias) (and z = a @ b + bias when z is given): a (..., M, K), b (..., K, N)
     views whose batch dims broadcast to out's (batch..., M, N); bias (N,) or None."""
     M, K_ = a.shape[-2], a.shape[-1]
@@ -86,10 +115,10 @@ def launch(d, a, b, bias, out, z, act_code, tile, v4w_fits):
     if z is not None:
         bufs["zout"], w[L.OFFSET_Z] = d.bind(z, 0, z.size)
     entry, tm, tn, consts = select(M, N, K_, sam, sak, sbk, sbn,
-                                   [sam, sbk, w[L.OFFSET_A], w[L.OFFSET_B]] + sa + sb,
-                                   tile, v4w_fits)
+                                   [w[L.OFFSET_A], w[L.OFFSET_B]] + sa + sb,
+                                   tile, caps)
     consts.update(ACT=act_code, HAS_BIAS=int(bias is not None), WRITE_Z=int(z is not None))
-    if entry == "gemm_v4":
+    if entry in ("gemm_v4", "gemm_sg"):
         bufs["a4"], bufs["b4"] = abuf, bbuf
     else:
         bufs["a"], bufs["b"] = abuf, bbuf
@@ -99,5 +128,5 @@ def launch(d, a, b, bias, out, z, act_code, tile, v4w_fits):
                                 "workgroups per dimension")
     for b0 in range(0, nb, MAX_GROUPS):
         w[L.BATCH0] = b0
-        d.launch(_FILE, entry, a.dtype, consts, w, bufs, (gx, gy, min(MAX_GROUPS, nb - b0)))
+        d.launch(_FILE[entry], entry, a.dtype, consts, w, bufs, (gx, gy, min(MAX_GROUPS, nb - b0)))
     return out, z

@@ -1,0 +1,82 @@
+"""numr_web.amp.GradScaler and the float16 mixed-precision Linear recipe (float16 GEMM with the
+fused bias + GELU epilogue, float32 master weights), against closed forms and torch float64."""
+import math
+
+import numpy as np
+import pytest
+
+import numr_web as nr
+from numr_web import nn
+from numr_web.amp import GradScaler
+from numr_web.errors import NumrError
+
+
+def _webgpu_f16():
+    if "webgpu" not in nr.available_devices():
+        pytest.skip("no webgpu adapter")
+    if not nr.get_backend("webgpu").f16:
+        pytest.skip("this adapter has no shader-f16")
+
+
+def test_scaler_skips_non_finite_steps_and_adapts_the_scale():
+    w = nr.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    opt = nn.optim.SGD([w], lr=0.5)
+    s = GradScaler(init_scale=8.0, growth_interval=2)
+    (s.scale((w * w).sum())).backward()             # grad 8 * 2w = (16, 32); unscaled (2, 4)
+    s.step(opt)
+    s.update()
+    assert w.tolist() == [0.0, 0.0] and s.get_scale() == 8.0
+    w.grad = nr.tensor(np.array([math.inf, 1.0], np.float32))
+    s.step(opt)                                     # skipped: w unchanged
+    s.update()
+    assert w.tolist() == [0.0, 0.0] and s.get_scale() == 4.0
+    for _ in range(2):
+        w.grad = nr.tensor(np.array([4.0, 8.0], np.float32))
+        s.step(opt)
+        s.update()
+    assert w.tolist() == [-1.0, -2.0] and s.get_scale() == 8.0     # 2 finite steps: doubled
+    off = GradScaler(enabled=False)
+    assert off.scale(w) is w and off.get_scale() == 1.0
+    with pytest.raises(NumrError, match="backoff_factor"):
+        GradScaler(backoff_factor=2.0)
+
+
+def test_mixed_precision_linear_step_on_webgpu():
+    """One step of the recipe in numr_web/amp.py: float16 x, w, b into the fused GEMM + GELU,
+    float32 master weights; the master gradients match torch float64 on the float16-rounded
+    inputs (up to the float16 roundings of the GEMM outputs and of the backward's products)."""
+    _webgpu_f16()
+    import torch
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (64, 32)).astype(np.float32)
+    w0 = rng.uniform(-0.5, 0.5, (32, 48)).astype(np.float32)
+    b0 = rng.uniform(-0.5, 0.5, 48).astype(np.float32)
+    w = nr.tensor(w0, device="webgpu", requires_grad=True)
+    b = nr.tensor(b0, device="webgpu", requires_grad=True)
+    opt = nn.optim.SGD([w, b], lr=0.1)
+    s = GradScaler(init_scale=1024.0)
+    xt = nr.tensor(x, device="webgpu")
+    h = nr.matmul_bias_activation(xt.astype("float16"), w.astype("float16"),
+                                  b.astype("float16"), "gelu")
+    assert h.dtype == nr.float16
+    loss = (h.astype("float32") ** 2).mean()
+    s.scale(loss).backward()
+    assert w.grad.dtype == nr.float32 and b.grad.dtype == nr.float32
+    s.unscale_(opt)
+    gw, gb = w.grad.numpy(), b.grad.numpy()
+    s.step(opt)
+    s.update()
+
+    tx = torch.tensor(x.astype(np.float16).astype(np.float64))
+    tw = torch.tensor(w0.astype(np.float16).astype(np.float64), requires_grad=True)
+    tb = torch.tensor(b0.astype(np.float16).astype(np.float64), requires_grad=True)
+    ty = torch.nn.functional.gelu(tx @ tw + tb)
+    (ty ** 2).mean().backward()
+    eps16 = float(np.finfo(np.float16).eps)
+    # every factor of the gradients passes through a few float16 roundings (relative eps16 / 2
+    # each), summed over at most 64 rows: a bound of 8 eps16 of the magnitudes
+    magw = (np.abs(tx.numpy()).T @ np.abs(ty.detach().numpy())) * 2 / ty.numel()
+    assert np.all(np.abs(gw - tw.grad.numpy()) <= 8 * eps16 * (magw + np.abs(tw.grad.numpy())) + 1e-7)
+    magb = np.abs(ty.detach().numpy()).sum(0) * 2 / ty.numel()
+    assert np.all(np.abs(gb - tb.grad.numpy()) <= 8 * eps16 * (magb + np.abs(tb.grad.numpy())) + 1e-7)
+    np.testing.assert_allclose(w.numpy(), w0 - 0.1 * gw, rtol=1e-6, atol=1e-7)
