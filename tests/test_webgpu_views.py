@@ -240,11 +240,17 @@ def test_gemm_k_blocks_and_selection():
         assert kb >= 16 and kb & (kb - 1) == 0
         assert kb * launch_gemm.LOOP_ITERS_PER_K <= max(budget, 16 * launch_gemm.LOOP_ITERS_PER_K)
     sel = launch_gemm.select
-    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", True)[0] == "gemm_v4"
-    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", False)[0] == "gemm"
-    assert sel(512, 512, 64, 64, 1, 512, 1, [1, 0], "v4", True)[0] == "gemm"      # misaligned
-    assert sel(512, 512, 64, 1, 512, 512, 1, [0, 0], "v4", True)[0] == "gemm"     # a transposed
-    assert sel(64, 512, 64, 64, 1, 512, 1, [0], "128", True)[0] == "gemm"
-    entry, tm, tn, consts = sel(256, 256, 32, 32, 1, 256, 1, [0], "128", True)
+    WIDE, NONE, SG = frozenset({"v4w"}), frozenset(), frozenset({"v4w", "sg"})
+    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", WIDE)[0] == "gemm_v4"
+    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", NONE)[0] == "gemm"
+    assert sel(512, 512, 64, 64, 1, 512, 1, [1, 0], "v4", WIDE)[0] == "gemm"      # misaligned
+    assert sel(512, 512, 64, 1, 512, 512, 1, [0, 0], "v4", WIDE)[0] == "gemm"     # a transposed
+    assert sel(64, 512, 64, 64, 1, 512, 1, [0], "128", WIDE)[0] == "gemm"
+    entry, tm, tn, consts = sel(256, 256, 32, 32, 1, 256, 1, [0], "128", WIDE)
     assert (entry, tm, tn, consts["CHECK"]) == ("gemm_big", 128, 128, 0)
-    assert sel(100, 256, 32, 1, 100, 256, 1, [0], "64", True)[3]["A_MLANES"] == 1
+    assert sel(100, 256, 32, 1, 100, 256, 1, [0], "64", WIDE)[3]["A_MLANES"] == 1
+    # the subgroup tile only when the adapter has it (else v4w), and only for vec4-aligned operands
+    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "sg", SG)[0] == "gemm_sg"
+    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "sg", WIDE)[:3] == ("gemm_v4", 128, 128)
+    assert sel(512, 512, 64, 1, 512, 512, 1, [0, 0], "sg", SG)[3]["A_MLANES"] == 1   # a column-major
+    assert sel(512, 512, 64, 64, 1, 512, 1, [2, 0], "sg", SG)[0] == "gemm"           # misaligned
