@@ -1,4 +1,4 @@
-"""nr.capture(fn): record a step once (a CUDA graph on the cuda device) and replay it.
+"""nr.capture(fn): record a step once (a CUDA graph on cuda, its dispatch list on webgpu) and replay it.
 
     step = nr.capture(train_step)        # or @nr.capture
     for x, y in batches:
@@ -19,7 +19,10 @@ Semantics are the eager step's:
     and runs eagerly (a warning says why, once); a learning rate changed between calls is seen and
     the step recorded again. Python side effects of fn (appending to a list) happen on the
     recording call only.
-On devices without graphs (cpu, webgpu) capture(fn) just calls fn.
+  * Host data the step uploads (nr.tensor(...) inside it) is replayed with the values it had when
+    recorded, like the Python numbers the step uses; pass data that changes as an argument.
+On cuda a replay is one CUDA graph launch; on webgpu the recorded dispatches are submitted as one
+command buffer (backends/webgpu/graphs.py); on cpu capture(fn) just calls fn.
 """
 from __future__ import annotations
 
@@ -187,7 +190,6 @@ class _Graph:
 
     def record(self):
         """Record the step; None when done, else why it cannot be recorded (state restored)."""
-        from .backends.cuda.graphs import Recording
         be = self.be
         tensors, dicts = _snapshot(be)
         rng_state = _default_rng.getstate()
@@ -196,7 +198,7 @@ class _Graph:
             if t.dtype not in seen:
                 seen.add(t.dtype)
                 be.assign(data, data)
-        rec = Recording(be)
+        rec = be.recording()
         try:
             rec.begin()
         except Exception as e:

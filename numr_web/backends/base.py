@@ -24,7 +24,7 @@ class Backend:
     # -- capabilities (declared, never sniffed by the layers above) --------------------------------
     can_block = True              # synchronous readback (t.item(), t.tolist()) works
     dlpack_device_types = ()      # DLPack device types this backend imports (1 CPU, 2 CUDA)
-    can_capture = False           # nr.capture records steps into device graphs (cuda); else it
+    can_capture = False           # nr.capture records steps (`recording`: cuda, webgpu); else it
                                   # just calls the step
 
     @classmethod
@@ -147,6 +147,15 @@ class Backend:
 
     def copy(self, h):
         """A new dense handle with h's values."""
+        raise NotImplementedError
+
+    def assign(self, dst, src):
+        """dst's elements = src's, on the device (capture.py carries a recorded step's state)."""
+        raise NotImplementedError
+
+    def recording(self):
+        """Where can_capture: an object with begin() / end() -> graph with launch() / abort() and
+        `pool`, that records the device work between begin and end (capture.py)."""
         raise NotImplementedError
 
     # -- creation ----------------------------------------------------------------------------------

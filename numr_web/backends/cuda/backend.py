@@ -179,8 +179,11 @@ class CudaBackend(ArrayBackend):
         return self.xp.asnumpy(h).tobytes()
 
     def assign(self, dst, src):
-        """dst[...] = src on the device (graphs.py carries a captured step's state with it)."""
         self.xp.copyto(dst, src)
+
+    def recording(self):
+        from .graphs import Recording
+        return Recording(self)
 
     # -- plumbing --------------------------------------------------------------------------------
     def _vec(self, h, *arrays, ncols=None):

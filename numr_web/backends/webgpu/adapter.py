@@ -4,7 +4,7 @@ The webgpu backend (backend.py, kernels.py, buffers.py) talks to the GPU exclusi
 small interface, so it never imports wgpu or touches `js`. Implementations:
 
   * adapter_native.NativeAdapter   wgpu-py (wgpu-native over Vulkan / Metal / DX12)
-  * adapter_browser (Pyodide)      `js.navigator.gpu`, written by the browser issue
+  * adapter_browser.BrowserAdapter `js.navigator.gpu` in Pyodide
 
 Everything an implementation must provide is listed on `GPUAdapter`; objects it returns (buffers,
 pipelines) are opaque to the backend and only ever handed back to the same adapter.

@@ -3,7 +3,9 @@
 Layers (none imports wgpu or numpy: the browser has neither):
   views.py                 GPUArray views and stride algebra (pure)
   contract.py, codegen.py  the named metadata / binding contract and the generated WGSL
+  config.py                the knobs below and the process's one adapter
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
+  graphs.py                a step's dispatches recorded for nr.capture and replayed
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
   backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
@@ -30,11 +32,9 @@ Knobs (constructor argument / environment variable; the argument wins):
 from __future__ import annotations
 
 import math
-import os
-import sys
 
 from ...dtypes import bool_, float16, float32, float64, int32
-from ...errors import BackendUnavailableError, BackendLimitError, DTypeError, NumrError
+from ...errors import BackendUnavailableError, BackendLimitError, DTypeError, KernelError, NumrError
 from ...ops.activations import ACT
 from ...ops.registry import family_names
 from ..base import Backend
@@ -43,66 +43,33 @@ from . import launch_gemm as gemm
 from . import launch_reduce as red
 from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
-from .kernels import kernel_defined
+from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
 from .dispatch import Dispatcher
+from .graphs import Recording
+from .kernels import kernel_defined
 from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, permuted,
                     prod, reshaped, sliced, split_leading)
 
-_KNOB_ENV = {"max_binding_size": "NUMR_WEBGPU_MAX_BINDING", "loop_budget": "NUMR_WEBGPU_LOOP_BUDGET",
-             "gemm_tile": "NUMR_WEBGPU_GEMM_TILE", "max_workgroups": "NUMR_WEBGPU_MAX_WORKGROUPS"}
-LLVMPIPE_LOOP_BUDGET = 60000
-
-
-def _knob(name, value, parse=int):
-    """A knob's value: the argument, else its environment variable, else None."""
-    source = name
-    if value is None:
-        value, source = os.environ.get(_KNOB_ENV[name]) or None, _KNOB_ENV[name]
-        if value is None:
-            return None
-    try:
-        return parse(value)
-    except (TypeError, ValueError):
-        raise BackendUnavailableError(f"webgpu knob {source}={value!r}: expected an integer") from None
-
-
-def _default_adapter():
-    if sys.platform == "emscripten":
-        from .adapter_browser import BrowserAdapter
-        return BrowserAdapter.get()
-    from .adapter_native import NativeAdapter
-    return NativeAdapter()
-
-
-_shared = []
-
-
-def shared_adapter():
-    """The process's one GPU adapter (created on first use)."""
-    if not _shared:
-        _shared.append(_default_adapter())
-    return _shared[0]
-
-
 class WebGPUBackend(NNPrimitives, Backend):
     device = "webgpu"
+    can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
                  max_workgroups=None):
         self.adapter = adapter or shared_adapter()
         lim = self.adapter.limits
         binding = int(lim.get("maxStorageBufferBindingSize") or (128 << 20))
-        want = _knob("max_binding_size", max_binding_size)
+        want = knob("max_binding_size", max_binding_size)
         if want:
             binding = min(binding, want)
-        budget = _knob("loop_budget", loop_budget)
+        budget = knob("loop_budget", loop_budget)
         self.loop_budget = budget if budget is not None else (
             LLVMPIPE_LOOP_BUDGET if "llvmpipe" in str(getattr(self.adapter, "name", "")).lower()
             else 0)
-        self.gemm_tile = _knob("gemm_tile", gemm_tile, str) or "auto"
+        self.gemm_tile = knob("gemm_tile", gemm_tile, str) or "auto"
         # the dispatcher (dispatch.py): records launches, owns the arena, pool and pipelines
         self.d = Dispatcher(self.adapter, binding - binding % 4,
-                            _knob("max_workgroups", max_workgroups) or 65535)
+                            knob("max_workgroups", max_workgroups) or 65535)
         self.kernels = self.d.kernels
         self.pool = self.d.pool
         self.f16 = "shader-f16" in self.adapter.features
@@ -200,6 +167,9 @@ class WebGPUBackend(NNPrimitives, Backend):
 
     def _read_range(self, h):
         """(readable view, buffer, byte offset, byte size rounded up to 4) for a readback."""
+        if self.d.recording is not None:
+            raise KernelError("webgpu step capture: the step reads a value back to the host (.item(), "
+                              ".numpy(), .tolist(), print); a captured step must stay on the GPU")
         if not (h.is_contiguous and (h.offset * h.itemsize) % 4 == 0):
             h = self._copy(h)
         self.d.flush()
@@ -256,6 +226,13 @@ class WebGPUBackend(NNPrimitives, Backend):
 
     def copy(self, h):
         return self._copy(h)
+
+    def assign(self, dst, src):
+        if dst is not src:
+            self._copy(self._copy(src) if dst.storage is src.storage else src, out=dst)
+
+    def recording(self):
+        return Recording(self)
 
     def contiguous(self, h):
         return h if h.is_contiguous else self._copy(h)

@@ -6,6 +6,8 @@ binding 0 and its storage buffers by name, and records a Dispatch. `flush` uploa
 of the arena and submits every recorded dispatch in one queue submit; it runs when the arena is
 full (BATCH dispatches) and before any readback. A binding an entry point declares but the
 launcher does not pass (an operand given as a scalar, no bias...) gets a small dummy buffer.
+While nr.capture records a step (`recording`, see graphs.py), launches go to the recording instead,
+allocations to its private pool, and every storage bound or uploaded is kept alive with it.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class Dispatcher:
         self._specs: dict = {}
         self.submits = 0
         self.counts: dict = {}        # "file.entry" -> dispatches recorded
+        self.recording = None         # a graphs.Recording while nr.capture records a step
 
     # -- recording and submitting --------------------------------------------------------------------
     def _spec(self, kfile, entry):
@@ -76,13 +79,17 @@ class Dispatcher:
     def launch(self, kfile, entry, dtype, consts, words, bufs, groups, out_dtype=None):
         """Record one dispatch of `entry` of `kfile`. words: the metadata block (a list of
         META_WORDS ints, see contract.py); bufs: {binding name: (buffer, byte offset, byte size)}."""
-        if len(self.pending) >= BATCH:
+        rec = self.recording
+        if rec is None and len(self.pending) >= BATCH:
             self.flush()
         pipe = self.kernels.pipeline(kfile, entry, dtype, out_dtype, consts)
         label, slots = self._spec(kfile, entry)
-        slot = len(self.pending)
-        _PACK.pack_into(self._meta, slot * META_BYTES, *words)
-        binds = [Binding(META_BINDING, self._arena, slot * META_BYTES, META_BYTES)]
+        if rec is None:
+            slot = len(self.pending)
+            _PACK.pack_into(self._meta, slot * META_BYTES, *words)
+            binds = [Binding(META_BINDING, self._arena, slot * META_BYTES, META_BYTES)]
+        else:
+            binds = [rec.meta(_PACK.pack(*words))]
         used = 0
         for name, index, dummy in slots:
             r = bufs.get(name)
@@ -93,7 +100,7 @@ class Dispatcher:
                 used += 1
         if used != len(bufs):
             raise KernelError(f"{label} has no bindings {sorted(set(bufs) - {s[0] for s in slots})}")
-        self.pending.append(Dispatch(pipe, binds, groups, label))
+        (self.pending if rec is None else rec.dispatches).append(Dispatch(pipe, binds, groups, label))
         self.counts[label] = self.counts.get(label, 0) + 1
 
     def flush(self):
@@ -125,6 +132,8 @@ class Dispatcher:
                 f"a {t.dtype.name} tensor of shape {t.shape} needs a {size}-byte storage binding, "
                 f"more than maxStorageBufferBindingSize ({self.binding_limit} bytes); this "
                 f"operation cannot be split into chunks (make the tensor smaller)")
+        if self.recording is not None:
+            self.recording.keep(t.storage)
         return (t.storage.raw, start, size), rel
 
     def bind_whole(self, arr):
@@ -133,6 +142,8 @@ class Dispatcher:
             raise BackendLimitError(
                 f"a {arr.dtype.name} tensor of {arr.size} elements ({arr.storage.nbytes} bytes) "
                 f"exceeds maxStorageBufferBindingSize ({self.binding_limit} bytes) for this op")
+        if self.recording is not None:
+            self.recording.keep(arr.storage)
         return (arr.storage.raw, 0, arr.storage.nbytes)
 
     def alloc(self, shape, dtype):
@@ -144,5 +155,8 @@ class Dispatcher:
         nbytes = len(raw)
         st = self.pool.alloc(nbytes, upload=True)
         pad = (-nbytes) % 4
-        self.adapter.write_buffer(st.raw, 0, bytes(raw) + b"\0" * pad if pad else raw)
+        data = bytes(raw) + b"\0" * pad if pad else raw
+        self.adapter.write_buffer(st.raw, 0, data)
+        if self.recording is not None:      # written again before every replay
+            self.recording.upload(st, bytes(data))
         return st

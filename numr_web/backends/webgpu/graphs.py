@@ -1,0 +1,106 @@
+"""Recording a step's dispatches for nr.capture on webgpu (the device half; numr_web/capture.py holds
+the device-independent half: signatures, state carried between replays, the eager fallback).
+
+WebGPU command buffers are single-use and compute passes have no bundles, so a recorded step is its
+list of dispatches (pipeline, bound buffer ranges, workgroup counts) with every dispatch's metadata
+block in a uniform arena of its own, written once; a replay encodes that list into one command
+buffer and submits it. What a replay saves is the Python work of an eager step: autograd,
+validation, shape algebra, kernel selection, metadata packing, one launch at a time.
+
+While recording, allocations come from a pool private to the recording (no buffer a replay writes
+is ever handed to anyone else), every storage a dispatch binds is kept alive with the recording (a
+buffer the step reads cannot be recycled under it), host data the step uploads (nr.tensor inside
+the step) is written again before each replay with the bytes it had when recorded, and readbacks
+are refused with a typed error before they reach the device.
+"""
+from __future__ import annotations
+
+from ...errors import KernelError
+from .adapter import Binding
+from .buffers import BufferPool
+from .contract import META_BINDING, META_BYTES
+
+
+class Recording:
+    def __init__(self, be):
+        self.d = be.d
+        self.pool = BufferPool(self.d.adapter, self.d.max_buffer, lambda: True)
+        self.dispatches = []
+        self._meta = bytearray()
+        self._meta_bindings = []          # this recording's own (not those of graphs it replays)
+        self._keep = {}
+        self._uploads = []
+        self._shared = None
+
+    # -- called by the dispatcher while recording -----------------------------------------------------
+    def meta(self, block):
+        """The metadata binding of the next dispatch (its arena is created by `end`)."""
+        off = len(self._meta)
+        self._meta += block
+        b = Binding(META_BINDING, None, off, META_BYTES)
+        self._meta_bindings.append(b)
+        return b
+
+    def keep(self, obj):
+        self._keep[id(obj)] = obj
+
+    def upload(self, storage, data):
+        self.keep(storage)
+        self._uploads.append((storage, data))
+
+    # -- called by capture.py ----------------------------------------------------------------------------
+    def begin(self):
+        d = self.d
+        if d.recording is not None:
+            raise KernelError("nr.capture: another step is being recorded on this device")
+        d.flush()                          # eager work so far goes first, on the shared arena
+        self._shared, d.pool = d.pool, self.pool
+        d.recording = self
+
+    def end(self):
+        """The recorded step, ready to launch."""
+        self._exit()
+        arena = None
+        if self._meta:
+            arena = self.d.adapter.create_buffer(len(self._meta), "uniform")
+            self.d.adapter.write_buffer(arena, 0, bytes(self._meta))
+            for b in self._meta_bindings:
+                b.buffer = arena
+        return Graph(self.d, self.dispatches, arena, self._keep, self._uploads)
+
+    def abort(self):
+        self._exit()
+
+    def _exit(self):
+        if self.d.recording is self:
+            self.d.pool, self.d.recording = self._shared, None
+
+
+class Graph:
+    def __init__(self, d, dispatches, arena, keep, uploads):
+        self.d, self.dispatches, self.arena = d, dispatches, arena
+        self.keep, self.uploads = keep, uploads
+        self.counts = {}
+        for disp in dispatches:
+            self.counts[disp.label] = self.counts.get(disp.label, 0) + 1
+
+    def launch(self):
+        """Submit the recorded dispatches after the eager work recorded so far (inside another
+        recording: append them to it)."""
+        d = self.d
+        rec = d.recording
+        if rec is not None:
+            rec.keep(self)
+            for st, data in self.uploads:
+                rec.upload(st, data)
+            rec.dispatches.extend(self.dispatches)
+            return
+        d.flush()
+        for st, data in self.uploads:
+            d.adapter.write_buffer(st.raw, 0, data)
+        if self.dispatches:
+            d.adapter.submit(self.dispatches)
+            d.submits += 1
+            d.pool.submits += 1
+        for label, n in self.counts.items():
+            d.counts[label] = d.counts.get(label, 0) + n
