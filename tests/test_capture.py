@@ -37,7 +37,7 @@ def _make(device, dtype="float64", opt="sgd", lr=0.05):
     if opt == "sgd":
         o = nn.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
     else:
-        o = nn.optim.Adam(model.parameters(), lr=lr)
+        o = nn.optim.Adam(model.parameters(), lr=lr, capturable=opt == "adam_capturable")
 
     def step(x, y):
         o.zero_grad()
@@ -99,6 +99,17 @@ def test_captured_training_matches_eager(device, wide):
     b = _batches(6, dtype=dtype, device=device)
     le, pe, _, _ = _train(device, b, False, dtype)
     lc, pc, run, _ = _train(device, b, True, dtype)
+    assert len(run.graphs) == 1 and not run.eager
+    _same(le, lc, 0)
+    _same(pe, pc, 0)
+
+
+@on_gpus
+def test_adam_with_the_step_count_on_the_device_is_recorded(device):
+    dt = F64[device]
+    b = _batches(5, dtype=dt, device=device)
+    le, pe, _, _ = _train(device, b, False, dt, opt="adam_capturable")
+    lc, pc, run, _ = _train(device, b, True, dt, opt="adam_capturable")
     assert len(run.graphs) == 1 and not run.eager
     _same(le, lc, 0)
     _same(pe, pc, 0)

@@ -54,6 +54,8 @@ CONFIGS = [
     ("Adam", dict(lr=0.01, betas=(0.3, 0.8), weight_decay=0.1, amsgrad=True)),
     ("AdamW", dict(lr=0.01)),
     ("AdamW", dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1, amsgrad=True)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1, capturable=True)),      # the step count on the device
+    ("AdamW", dict(lr=0.01, amsgrad=True, capturable=True)),
 ]
 
 
@@ -64,7 +66,8 @@ def test_matches_torch(device, name, kw):
     grads = _grads(8)
     groups = True                                  # the second group overrides lr
     ours, _ = _run_ours(lambda p: getattr(nn.optim, name)(p, **kw), device, init, grads, groups)
-    ref = _run_torch(lambda p: getattr(torch.optim, name)(p, **kw), init, grads, groups)
+    tkw = {k: v for k, v in kw.items() if k != "capturable"}    # torch's needs CUDA parameters
+    ref = _run_torch(lambda p: getattr(torch.optim, name)(p, **tkw), init, grads, groups)
     t = dict(rtol=1e-12, atol=1e-14) if fdtype(device) == nr.float64 else dict(rtol=1e-5, atol=1e-6)
     for step, (a, b) in enumerate(zip(ours, ref)):
         for x, y in zip(a, b):

@@ -154,18 +154,21 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """torch.optim.Adam (L2 weight decay added to the gradient; amsgrad optional)."""
+    """torch.optim.Adam (L2 weight decay added to the gradient; amsgrad optional). capturable=True
+    keeps the step count on the device, as torch's option does, so that nr.capture can record a
+    step (with a Python count every step would differ)."""
 
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False):
+                 amsgrad=False, capturable=False):
         _check("lr", lr, lr >= 0)
         _check("eps", eps, eps >= 0)
         _check("betas", betas, all(0 <= b < 1 for b in betas))
         _check("weight_decay", weight_decay, weight_decay >= 0)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad))
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      capturable=bool(capturable)))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
@@ -174,7 +177,12 @@ class Adam(Optimizer):
             base = p * (1 - lr * wd)
         elif wd:
             g = g + p * wd
-        step = state["step"] = state.get("step", 0) + 1
+        step = state.get("step")
+        if group["capturable"]:
+            step = state["step"] = _core.full((), 1.0, dtype=p.dtype, device=p.device) \
+                if step is None else step + 1
+        else:
+            step = state["step"] = (step or 0) + 1
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         # the moments start at zero: a Python 0.0 stands for them (no zeros tensors to make)
         m = _lerp(0.0 if m is None else m, g, 1 - b1)
@@ -184,7 +192,8 @@ class Adam(Optimizer):
             vmax = state.get("max_exp_avg_sq")
             v = state["max_exp_avg_sq"] = v if vmax is None else _core.maximum(vmax, v)
         step_size = lr / (1 - b1 ** step)
-        denom = v.sqrt() / math.sqrt(1 - b2 ** step) + group["eps"]
+        bc2 = 1 - b2 ** step
+        denom = v.sqrt() / (bc2.sqrt() if isinstance(bc2, Tensor) else math.sqrt(bc2)) + group["eps"]
         self._assign(p, base - (m * step_size) / denom)
 
 
@@ -194,8 +203,8 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+                 amsgrad=False, capturable=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, capturable)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
