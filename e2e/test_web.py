@@ -80,6 +80,37 @@ r""")
     app.assert_clean()
 
 
+def test_captured_training_step_in_the_browser(app):
+    """nr.capture in Pyodide: the step's dispatches recorded once and replayed, with the eager
+    step's losses (same kernels, same order: identical), read back only with `await t.read()`."""
+    app.goto("index.html")
+    res = app.py("""
+import numr_web as nr
+from numr_web import nn
+
+def make():
+    model = nn.MLP([8, 16, 3], activation="gelu", device="webgpu", seed=1)
+    opt = nn.optim.Adam(model.parameters(), lr=0.01, capturable=True)
+    def step(x, y):
+        opt.zero_grad()
+        loss = nr.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+x = nr.randn((4, 8), device="webgpu", seed=0)
+y = nr.tensor([0, 1, 2, 1], device="webgpu")
+eager, run = make(), nr.capture(make())
+le = [await eager(x, y).read() for _ in range(4)]
+lc = [await run(x, y).read() for _ in range(4)]
+{"eager": le, "captured": lc, "graphs": len(run.graphs), "eager_fallbacks": len(run.eager)}
+""")
+    assert res["graphs"] == 1 and res["eager_fallbacks"] == 0, res
+    assert res["captured"] == res["eager"] and res["eager"][3] < res["eager"][0], res
+    app.assert_clean()
+
+
 def test_python_shape_error_surfaces(app):
     """A Python exception comes back as its text (ShapeError), promptly, not a hang."""
     app.goto("index.html")
