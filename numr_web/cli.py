@@ -2,24 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from . import __version__, demo_run, serve
-
-
-def _private_runtime_dir():
-    """Mesa's Vulkan driver prints `XDG_RUNTIME_DIR is invalid or not set` when probing WebGPU in a
-    session without one (ssh, containers, CI): give this process a private, empty one."""
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return
-    d = tempfile.mkdtemp(prefix="numr-web-runtime-")      # mode 0700, as the spec asks
-    os.environ["XDG_RUNTIME_DIR"] = d
-    atexit.register(shutil.rmtree, d, ignore_errors=True)
 
 
 def cmd_info(args):
@@ -190,7 +177,6 @@ def main(argv=None):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.cmd == "serve":
         return serve.run(args)
-    _private_runtime_dir()
     from .errors import NumrError
     try:
         return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench,

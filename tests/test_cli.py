@@ -48,6 +48,20 @@ def test_info_has_no_mesa_runtime_dir_noise():
     assert "cpu" in r.stdout
 
 
+def test_library_probe_has_no_mesa_runtime_dir_noise():
+    """Not only the command line: importing numr_web and using webgpu from a script is quiet too, and
+    leaves the environment as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    code = ("import os, numr_web as nr; ok = nr.backends.probe('webgpu')[0]; "
+            "print(ok and (nr.ones(3, device='webgpu') * 2).tolist() == [2.0] * 3, "
+            "os.environ.get('XDG_RUNTIME_DIR'))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**env, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert "XDG_RUNTIME_DIR" not in r.stderr, r.stderr
+    assert r.stdout.split() == ["True", "None"], r.stdout
+
+
 def test_bench_passes_its_arguments_through(tmp_path):
     pytest.importorskip("scipy")
     r = cli("bench", "--m", "32", "--k", "16", "--n", "8", "--reps", "1", cwd=tmp_path)
