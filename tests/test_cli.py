@@ -83,3 +83,10 @@ def test_serve_without_node_says_why_in_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "Node" in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_bad_port_in_one_line(port):
+    r = cli("serve", "--no-browser", "--port", port, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "not a port: give 0-65535" in r.stderr.strip().splitlines()[-1]
