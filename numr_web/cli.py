@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -40,9 +41,21 @@ def _plot(path, history, acc, device):
     print(f"loss curve saved to {path}")
 
 
+def _check_output_paths(args):
+    """--plot / --checkpoint into a folder that exists: said before training, not after it."""
+    for opt in ("plot", "checkpoint"):
+        path = getattr(args, opt, None)
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise ValueError(f"--{opt} {path}: the folder {folder} does not exist; create it "
+                                 f"or pick another path ('' for no file)")
+
+
 def cmd_demo(args):
     from .demo_run import apply_defaults, cpu_threads
     apply_defaults(args)
+    _check_output_paths(args)
     if args.distributed:
         if args.model != "mlp":
             raise ValueError(f"--distributed trains the MLP (--model mlp), not --model {args.model}")
@@ -90,9 +103,16 @@ def cmd_demo(args):
         if bar is not None:
             bar.close()
     acc = res.metrics["accuracy"]
-    print(f"final test accuracy: {acc * 100:.2f}%  ({time.perf_counter() - t0:.1f} s)")
+    seconds = time.perf_counter() - t0
+    if args.checkpoint:
+        from .serialization import save
+        save(kwargs["model"].state_dict(), args.checkpoint,
+             metadata={"model": "MLP", "sizes": ",".join(map(str, info["sizes"])),
+                       "activation": args.activation})
+        print(f"checkpoint saved to {args.checkpoint}")
     if args.plot:
         _plot(args.plot, res.history, acc, device)
+    print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
     return 0 if acc >= args.min_accuracy else 1
 
 
@@ -183,6 +203,9 @@ def main(argv=None):
     except (NumrError, ValueError) as e:
         print(f"numr-web {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:              # a file that cannot be written or read: one line, no traceback
+        print(f"numr-web {args.cmd}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
