@@ -203,6 +203,9 @@ def main(argv=None):
     except (NumrError, ValueError) as e:
         print(f"numr-web {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:           # `numr-web shaders | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:              # a file that cannot be written or read: one line, no traceback
         print(f"numr-web {args.cmd}: {e}", file=sys.stderr)
         return 1

@@ -90,3 +90,14 @@ def test_serve_refuses_a_bad_port_in_one_line(port):
     r = cli("serve", "--no-browser", "--port", port, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "not a port: give 0-65535" in r.stderr.strip().splitlines()[-1]
+
+
+def test_shaders_into_a_closed_pipe_is_quiet():
+    """`numr-web shaders --dump | head -1`: no BrokenPipeError traceback when the reader leaves."""
+    e = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "numr_web.cli", "shaders", "--dump"], env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    p.stdout.close()                      # the reader is gone before the first line
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
