@@ -162,10 +162,13 @@ def check_parity(app, min_rows=60):
     if min_rows >= 60:
         groups = {r["group"] for r in rows}
         assert {"unary", "binary", "compare", "reduce", "shape", "matmul", "activation", "softmax",
-                "loss", "fused"} <= groups
+                "loss", "fused", "fused2"} <= groups
         fused = {r["name"] for r in rows if r["group"] == "fused"}
-        for act in ("none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"):
+        fused2 = {r["name"] for r in rows if r["group"] == "fused2"}
+        for act in ("none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "leaky_relu",
+                    "elu", "softplus", "mish", "hardswish"):
             assert f"matmul_bias_activation {act}" in fused
+            assert act == "none" or f"matmul_bias_activation {act} 2nd order" in fused2
     assert [r["name"] for r in rows if r["status"] != "PASS"] == []
     assert res["status"] == "PASS"
     assert app.page.get_attribute("#verdict", "data-status") == "PASS"

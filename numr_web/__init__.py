@@ -53,6 +53,10 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
               "triu", "dropout", "layer_norm", "rms_norm", "full_like", "zeros_like", "ones_like",
               "cat", "concat", "stack"):
     globals()[_name] = _tensor_first(globals()[_name], _name)
-del _name
+# the other activations of the ACT table as nr.<name>(x): nr.leaky_relu, nr.elu, nr.softplus, ...
+from .ops.elementwise import TABLE_FUNCTIONS as _table_functions  # noqa: E402
+for _name, _fn in _table_functions.items():
+    globals()[_name] = _tensor_first(_fn, _name)
+del _name, _fn, _table_functions
 
 __version__ = "0.1.0"

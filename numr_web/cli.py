@@ -2,24 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from . import __version__, demo_run, serve
-
-
-def _private_runtime_dir():
-    """Mesa's Vulkan driver prints `XDG_RUNTIME_DIR is invalid or not set` when probing WebGPU in a
-    session without one (ssh, containers, CI): give this process a private, empty one."""
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return
-    d = tempfile.mkdtemp(prefix="numr-web-runtime-")      # mode 0700, as the spec asks
-    os.environ["XDG_RUNTIME_DIR"] = d
-    atexit.register(shutil.rmtree, d, ignore_errors=True)
 
 
 def cmd_info(args):
@@ -54,9 +41,21 @@ def _plot(path, history, acc, device):
     print(f"loss curve saved to {path}")
 
 
+def _check_output_paths(args):
+    """--plot / --checkpoint into a folder that exists: said before training, not after it."""
+    for opt in ("plot", "checkpoint"):
+        path = getattr(args, opt, None)
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise ValueError(f"--{opt} {path}: the folder {folder} does not exist; create it "
+                                 f"or pick another path ('' for no file)")
+
+
 def cmd_demo(args):
     from .demo_run import apply_defaults, cpu_threads
     apply_defaults(args)
+    _check_output_paths(args)
     if args.distributed:
         if args.model != "mlp":
             raise ValueError(f"--distributed trains the MLP (--model mlp), not --model {args.model}")
@@ -104,9 +103,16 @@ def cmd_demo(args):
         if bar is not None:
             bar.close()
     acc = res.metrics["accuracy"]
-    print(f"final test accuracy: {acc * 100:.2f}%  ({time.perf_counter() - t0:.1f} s)")
+    seconds = time.perf_counter() - t0
+    if args.checkpoint:
+        from .serialization import save
+        save(kwargs["model"].state_dict(), args.checkpoint,
+             metadata={"model": "MLP", "sizes": ",".join(map(str, info["sizes"])),
+                       "activation": args.activation})
+        print(f"checkpoint saved to {args.checkpoint}")
     if args.plot:
         _plot(args.plot, res.history, acc, device)
+    print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
     return 0 if acc >= args.min_accuracy else 1
 
 
@@ -190,7 +196,6 @@ def main(argv=None):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.cmd == "serve":
         return serve.run(args)
-    _private_runtime_dir()
     from .errors import NumrError
     try:
         return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench,
@@ -198,6 +203,12 @@ def main(argv=None):
     except (NumrError, ValueError) as e:
         print(f"numr-web {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:           # `numr-web shaders | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:              # a file that cannot be written or read: one line, no traceback
+        print(f"numr-web {args.cmd}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -28,10 +28,11 @@ from .data import digits_split
 from .demo_gpt import prepare_gpt
 from .models import DigitsCNN
 from .nn.optim.lr_scheduler import CosineWithWarmup
+from .ops.activations import ACT
 from .ops.nn_functional import cross_entropy
 from .training import fit, shuffled_batches
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid")
+ACTIVATIONS = tuple(n for n in ACT if n != "none")     # every row of the activation table
 OPTIMIZERS = ("adam", "sgd")
 # name -> (lowest, highest) allowed; shared by the CLI and the browser page's checks
 LIMITS = {"hidden": (1, 4096), "layers": (1, 8), "epochs": (1, 1000), "batch_size": (1, 100_000)}

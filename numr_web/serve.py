@@ -196,9 +196,19 @@ def start_background(directory, port: int = 0, quiet: bool = True):
     return srv, f"http://{host}:{port}/"
 
 
+def _port(text):
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 0-65535 (0 = any free port)")
+    return port
+
+
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The `serve` options, defined once (numr-web serve and python -m numr_web.serve)."""
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port)")
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 = any free port)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--rebuild", action="store_true",
                    help="rebuild the wheel and the app from the source checkout first")

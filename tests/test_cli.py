@@ -48,6 +48,20 @@ def test_info_has_no_mesa_runtime_dir_noise():
     assert "cpu" in r.stdout
 
 
+def test_library_probe_has_no_mesa_runtime_dir_noise():
+    """Not only the command line: importing numr_web and using webgpu from a script is quiet too, and
+    leaves the environment as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    code = ("import os, numr_web as nr; ok = nr.backends.probe('webgpu')[0]; "
+            "print(ok and (nr.ones(3, device='webgpu') * 2).tolist() == [2.0] * 3, "
+            "os.environ.get('XDG_RUNTIME_DIR'))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**env, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert "XDG_RUNTIME_DIR" not in r.stderr, r.stderr
+    assert r.stdout.split() == ["True", "None"], r.stdout
+
+
 def test_bench_passes_its_arguments_through(tmp_path):
     pytest.importorskip("scipy")
     r = cli("bench", "--m", "32", "--k", "16", "--n", "8", "--reps", "1", cwd=tmp_path)
@@ -69,3 +83,21 @@ def test_serve_without_node_says_why_in_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "Node" in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_bad_port_in_one_line(port):
+    r = cli("serve", "--no-browser", "--port", port, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "not a port: give 0-65535" in r.stderr.strip().splitlines()[-1]
+
+
+def test_shaders_into_a_closed_pipe_is_quiet():
+    """`numr-web shaders --dump | head -1`: no BrokenPipeError traceback when the reader leaves."""
+    e = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "numr_web.cli", "shaders", "--dump"], env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    p.stdout.close()                      # the reader is gone before the first line
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

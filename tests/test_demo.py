@@ -208,3 +208,22 @@ def test_cnn_recipe_reaches_98_5_percent():
     kwargs, _ = prepare_cnn(seed=0)
     res = fit(**kwargs)
     assert res.metrics["accuracy"] >= 0.985, res.metrics
+
+
+def test_cli_mlp_checkpoint_activation_and_bad_output_folder(tmp_path):
+    """The MLP demo saves --checkpoint (it was ignored), takes any activation of the table, ends
+    with its result line, and refuses an output path in a missing folder before training."""
+    from safetensors import safe_open
+    ckpt = tmp_path / "mlp.safetensors"
+    out = _cli("--epochs", "1", "--activation", "mish", "--checkpoint", str(ckpt), "--plot", "",
+               cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "fused Linear+mish" in out.stdout
+    assert re.fullmatch(r"final test accuracy: \d+\.\d\d%  \(\d+\.\d s\)", out.stdout.strip().splitlines()[-1])
+    with safe_open(str(ckpt), "np") as f:
+        assert f.metadata()["activation"] == "mish" and f.metadata()["sizes"] == "64,128,128,10"
+        assert {f.get_tensor(k).shape for k in f.keys()} >= {(128, 64), (10, 128)}
+    for opt in ("--plot", "--checkpoint"):
+        out = _cli("--epochs", "1", opt, str(tmp_path / "missing" / "x.out"), cwd=tmp_path)
+        assert out.returncode == 2 and out.stdout == "", out.stdout
+        assert "does not exist" in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -305,3 +305,19 @@ def test_log_softmax_extreme_logits(device):
     np.testing.assert_allclose(g, [[-2, 1, 1], [0, 0, 0]], atol=1e-6)
     loss = nr.cross_entropy(nr.tensor([[1e3, -1e3]], device=device), [1])
     np.testing.assert_allclose(loss.item(), 2e3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in nr.ACT if n != "none"])
+def test_every_activation_is_a_function(device, name):
+    """nr.<name>(x) for every row of the ACT table (the five added through the table included):
+    the value, act' and act'' (create_graph) against torch's float64 function."""
+    x0 = away_from_kinks(9)
+    dtype = fdtype(device)
+    x = nr.tensor(x0, dtype=dtype, device=device, requires_grad=True)
+    y = getattr(nr, name)(x)
+    g, = nr.grad(y.sum(), [x], create_graph=True)
+    h, = nr.grad(g.sum(), [x])
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype is nr.float64 else dict(rtol=2e-6, atol=2e-7)
+    xr = x.detach().numpy().astype(np.float64)          # the input as the device holds it
+    for got, order in ((y, 0), (g, 1), (h, 2)):
+        np.testing.assert_allclose(got.numpy(), torch_act(name, order)(xr), **tol, err_msg=str(order))

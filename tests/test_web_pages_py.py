@@ -101,3 +101,18 @@ def test_cnn_option_trains(train):
 def test_cnn_option_settings_checked(train, bad, words):
     with pytest.raises(ValueError, match=words):
         asyncio.run(train.train_run(bad))
+
+
+def test_playground_offers_every_activation_of_the_table():
+    """The playground's activation menu (web/index.html) and the parity cases follow the ACT table."""
+    import re
+
+    import numr_web as nr
+    html = (WEB_PY.parent / "index.html").read_text()
+    menu = re.search(r'<select id="activation">(.*?)</select>', html, re.S).group(1)
+    assert sorted(re.findall(r"<option>(\w+)</option>", menu)) == sorted(n for n in nr.ACT if n != "none")
+    pc = _load("parity_cases")
+    names = {c.name for c in pc.CASES}
+    for n in nr.ACT:
+        assert f"matmul_bias_activation {n}" in names
+        assert n == "none" or {n, f"{n} extreme", f"matmul_bias_activation {n} 2nd order"} <= names

@@ -24,6 +24,7 @@ from numr_web import dtypes
 from numr_web.errors import BackendLimitError, BackendUnavailableError, DTypeError, KernelError
 
 import numr_web.backends.webgpu.backend as wb
+from numr_web.backends.webgpu import launch_gemm
 ok, why = wb.WebGPUBackend.probe()
 if not ok:
     pytest.fail(f"webgpu unavailable here: {why}", pytrace=False)
@@ -600,7 +601,7 @@ def test_gemm_sg_subgroup_kernel():
     output, so 1 f16 ulp plus the f32 accumulation error) against float64 of the f16 inputs.
     Elsewhere the tile falls back to gemm_v4."""
     be = backend(gemm_tile="sg")
-    sg = "sg" in be._gemm_caps
+    sg = "sg" in launch_gemm.caps(be.adapter)      # the adapter's optional GEMM tiles
     want = {"matmul_sg.gemm_sg"} if sg else {"matmul.gemm_v4"}
 
     def run(x, y, ta, tb, fn=None):

@@ -20,8 +20,8 @@ from .group import ProcessGroup, Work
 
 
 # Open MPI's non-blocking all-reduce (libnbc) picks a binomial reduce+broadcast for in-place
-# buffers, about 2x slower than the blocking MPI_Allreduce measured on 2 ranks; Rabenseifner's
-# reduce-scatter + all-gather matches it (docs/benchmarks.md). A user's own setting wins.
+# buffers, slower than the blocking MPI_Allreduce; Rabenseifner's reduce-scatter + all-gather
+# matches it (figures in docs/benchmarks.md). A user's own setting wins.
 LIBNBC_ALGORITHM = ("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3")
 
 

@@ -208,6 +208,20 @@ def gelu(x, approximate="none"):
     return activation(x, "gelu" if approximate == "none" else "gelu_tanh")
 
 
+def _table_function(name):
+    def fn(x):
+        return activation(x, name)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(x): the {name!r} row of the ACT table (numr_web/ops/activations.py)."
+    return fn
+
+
+# nr.<name>(x) for every row of the ACT table without a function above (leaky_relu, elu, softplus,
+# mish, hardswish, gelu_tanh, ...): a row added to the table is a function too
+TABLE_FUNCTIONS = {n: _table_function(n) for n in ACT
+                   if n not in ("none", "relu", "sigmoid", "tanh", "silu", "gelu")}
+
+
 # -- public functions: dtype rules, broadcasting, scalars ----------------------------------------------
 _FLOAT_ONLY = frozenset(("exp", "log", "sqrt", "sin", "cos", "erf", "log1p", "expm1", "rsqrt"))
 _INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import array
 import math
 
+from numr_web.ops.activations import ACT
+
 ATOL, RTOL = 1e-4, 1e-3          # float32 on different hardware / summation orders
 
 
@@ -82,14 +84,11 @@ case("matmul broadcast", ("a", "n", (2, 4, 6)), ("b", "n", (6, 5)), group="matmu
     lambda nr, a, b: a @ b)
 
 # -- activations, softmax, loss ---------------------------------------------------------------------------
-ACTIVATIONS = ["relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"]
+# every row of the activation table (a row added there is checked here too), as nr.<name>(x)
+ACTIVATIONS = [n for n in ACT if n != "none"]
 
 
 def _act(nr, name, x):
-    if name == "gelu_tanh":
-        return nr.gelu(x, approximate="tanh")
-    if name == "gelu":
-        return nr.gelu(x)
     return getattr(nr, name)(x)
 
 
@@ -107,6 +106,14 @@ case("cross_entropy", ("logits", "w", (8, 10)), ("labels", "i10", (8,)), group="
 for _a in ["none"] + ACTIVATIONS:
     case(f"matmul_bias_activation {_a}", ("a", "n", (16, 24)), ("b", "n", (24, 12)), ("bias", "n", (12,)),
          group="fused")(lambda nr, a, b, bias, _a=_a: nr.matmul_bias_activation(a, b, bias, activation=_a))
+# second order: the loss's gradient of d/da sum(y^2)/2 (create_graph) is a Hessian-vector product
+# through act'' (the act_backward op's own VJP)
+for _a in ACTIVATIONS:
+    case(f"matmul_bias_activation {_a} 2nd order", ("a", "n", (4, 6)), ("b", "n", (6, 5)),
+         ("bias", "n", (5,)), group="fused2")(
+        lambda nr, a, b, bias, _a=_a: nr.grad(
+            (nr.matmul_bias_activation(a, b, bias, activation=_a) ** 2).sum() * 0.5, [a],
+            create_graph=True)[0])
 case("matmul_bias_activation gelu 3-D", ("a", "n", (2, 8, 24)), ("b", "n", (24, 12)),
      ("bias", "n", (12,)), group="fused")(
     lambda nr, a, b, bias: nr.matmul_bias_activation(a, b, bias, activation="gelu"))

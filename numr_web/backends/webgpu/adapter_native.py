@@ -1,7 +1,11 @@
 """GPUAdapter over wgpu-py (wgpu-native: Vulkan, Metal, DX12, GL). The only module importing wgpu."""
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
+import tempfile
 
 from ...errors import BackendUnavailableError, KernelError
 from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter, canonical_features
@@ -9,6 +13,23 @@ from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter, canonical_featu
 
 def _snake(name):
     return re.sub(r"([A-Z])", lambda m: "-" + m.group(1).lower(), name)
+
+
+@contextlib.contextmanager
+def _runtime_dir():
+    """Mesa's Vulkan driver prints `XDG_RUNTIME_DIR is invalid or not set` (twice) while creating
+    an adapter in a session without one (ssh, containers, CI): a private, empty one meanwhile."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        yield
+        return
+    d = tempfile.mkdtemp(prefix="numr-web-runtime-")      # mode 0700, as the spec asks
+    os.environ["XDG_RUNTIME_DIR"] = d
+    try:
+        yield
+    finally:
+        if os.environ.get("XDG_RUNTIME_DIR") == d:
+            del os.environ["XDG_RUNTIME_DIR"]
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class NativeAdapter(GPUAdapter):
@@ -20,7 +41,8 @@ class NativeAdapter(GPUAdapter):
                 "wgpu is not installed (pip install 'numr-web[wgpu]')") from e
         self._wgpu = wgpu
         try:
-            adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+            with _runtime_dir():
+                adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
         except Exception as e:
             raise BackendUnavailableError(f"no WebGPU adapter: {type(e).__name__}: {e}") from e
         if adapter is None:
