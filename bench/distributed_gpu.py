@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/cuda.py would shadow the `cuda` package cupy imports: drop bench/ from the path
+# import numr_web from this checkout (bench/ itself is not a package path)
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != str(Path(__file__).resolve().parent)]
 sys.path.insert(0, str(ROOT))
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)   # the checkout, not bench/ (bench/cuda.py would shadow a "cuda" module torch looks for)
+sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
 
 
 def torch_gpt(cfg, device):

@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-# the repository root instead of bench/ (whose cuda.py would shadow the `cuda` package torch imports)
+# numr_web from this checkout
 sys.path[0] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 import numr_web as nr  # noqa: E402

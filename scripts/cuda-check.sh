@@ -16,5 +16,5 @@ timeout "${T_SUITE:-300}" python3 -m pytest -p no:cacheprovider -q -rf -k cuda t
     --ignore=tests/test_distributed_mpi.py --ignore=tests/test_distributed_nccl_fake.py \
     > "$OUT/t_suite.txt" 2>&1
 tail -15 "$OUT/t_suite.txt"
-timeout "${T_BENCH:-300}" python3 bench/cuda.py --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
+timeout "${T_BENCH:-300}" python3 bench/cuda_vs_torch.py --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
 tail -40 "$OUT/bench.txt"

@@ -212,7 +212,7 @@ def test_cuda_fused_layer_matches_cpu(act):
                                    dict(unroll=1, db_blocks_per_sm=1, epilogue_unroll=8, vec_bytes=32),
                                    dict(unroll=2, vec_bytes=16, bias_grad="sum")])
 def test_cuda_kernel_variants_agree(be, knobs, monkeypatch):
-    """Every tuning knob (bench/cuda.py sweeps them) computes the same function."""
+    """Every tuning knob (bench/cuda_vs_torch.py sweeps them) computes the same function."""
     cp = be.xp
     rng = np.random.default_rng(6)
     a = cp.asarray(rng.standard_normal((301, 24)), dtype=cp.float32)

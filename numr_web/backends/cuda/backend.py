@@ -48,7 +48,7 @@ class CudaBackend(ArrayBackend):
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
 
-    # kernel variant knobs (bench/cuda.py sweeps them): vector bytes per access, vectors per
+    # kernel variant knobs (bench/cuda_vs_torch.py sweeps them): vector bytes per access, vectors per
     # thread; the bias gradient "fused" (partial sums in the act-backward kernel) or "sum"
     vec_bytes = 16
     unroll = 4                # vectors per thread: activation / act-backward / fused bias-gradient

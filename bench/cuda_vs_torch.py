@@ -13,7 +13,7 @@
 
 CUDA events or wall clock as noted, warm-ups, medians. Results: JSON + a markdown section (--out DIR).
 
-    PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT
+    PYTHONPATH=$PWD python3 bench/cuda_vs_torch.py --out $OUT
 """
 from __future__ import annotations
 
@@ -27,12 +27,8 @@ import time
 
 import numpy as np
 
-# this file is named cuda.py: drop its folder from sys.path, or `import cuda.pathfinder` (inside
-# cupy and torch) would find this script instead of the cuda namespace package
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.modules.pop("cuda", None)
-sys.path.insert(0, os.path.dirname(_HERE))
+# numr_web from this checkout
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cupy as cp  # noqa: E402
 import torch  # noqa: E402
@@ -488,7 +484,7 @@ def main():
             res[f"{name}_error"] = traceback.format_exc()
             print(f"{name} FAILED:\n{res[f'{name}_error']}", flush=True)
     res["bench_seconds"] = time.time() - t0
-    cmd = "PYTHONPATH=$PWD python3 bench/cuda.py --out $OUT"
+    cmd = "PYTHONPATH=$PWD python3 bench/cuda_vs_torch.py --out $OUT"
     md = markdown(res, cmd)
     print(md)
     if a.out:
