@@ -77,13 +77,13 @@ def time_steps(step, sync, steps, warmup=3):
     return statistics.median(times), min(times)
 
 
-def bench_numr(device, cfg, batch, steps):
+def bench_numr(device, cfg, batch, steps, capture=False):
     import random
     import numr_web as nr
     from numr_web import nn
     from numr_web.models import GPT
     model = GPT(cfg, device=device, dtype="float32", seed=0)
-    opt = nn.optim.AdamW(model.parameters(), lr=3e-4)
+    opt = nn.optim.AdamW(model.parameters(), lr=3e-4, capturable=capture)
     rng = random.Random(0)
     x = nr.tensor([[rng.randrange(cfg.vocab_size) for _ in range(cfg.block_size)]
                    for _ in range(batch)], dtype="int32", device=device)
@@ -91,12 +91,17 @@ def bench_numr(device, cfg, batch, steps):
                    for _ in range(batch)], dtype="int32", device=device)
     state = {}
 
-    def step():
+    def train_step(x, y):
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        state["loss"] = loss
+        return loss
+
+    run = nr.capture(train_step) if capture else train_step
+
+    def step():
+        state["loss"] = run(x, y)
 
     peak = None
     if device == "cuda":
@@ -155,6 +160,8 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-embd", type=int, default=128)
+    p.add_argument("--capture", action="store_true",
+                   help="also time the step recorded once by nr.capture (AdamW(capturable=True))")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     from numr_web.models import GPTConfig
@@ -167,18 +174,22 @@ def main():
     for dev in devices:
         (med, best), peak = bench_numr(dev, cfg, a.batch, a.steps)
         rows.append({"who": f"numr {dev}", "ms": med, "best_ms": best, "peak_bytes": peak})
+        if a.capture and dev != "cpu":
+            (med, best), peak = bench_numr(dev, cfg, a.batch, a.steps, capture=True)
+            rows.append({"who": f"numr {dev} captured", "ms": med, "best_ms": best,
+                         "peak_bytes": peak})
     for dev in sorted({"cuda" if d in ("cuda", "webgpu") else "cpu" for d in devices}):
         (med, best), peak = bench_torch(dev, cfg, a.batch, a.steps)
         rows.append({"who": f"torch {dev}", "ms": med, "best_ms": best, "peak_bytes": peak})
     ref = {r["who"].split()[1]: r["ms"] for r in rows if r["who"].startswith("torch")}
-    print(f"| {'':14s} | ms/step (median) | best | vs torch | peak memory |")
+    print(f"| {'':21s} | ms/step (median) | best | vs torch | peak memory |")
     print("|---|---:|---:|---:|---:|")
     for r in rows:
         dev = r["who"].split()[1]
         base = ref.get("cuda" if dev in ("cuda", "webgpu") else "cpu")
         ratio = f"{r['ms'] / base:.2f}" if base else ""
         mem = "" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f} MiB"
-        print(f"| {r['who']:14s} | {r['ms']:.1f} | {r['best_ms']:.1f} | {ratio} | {mem} |")
+        print(f"| {r['who']:21s} | {r['ms']:.1f} | {r['best_ms']:.1f} | {ratio} | {mem} |")
     if a.json:
         Path(a.json).write_text(json.dumps({"config": vars(a), "rows": rows}, indent=1))
 
