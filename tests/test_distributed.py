@@ -157,6 +157,8 @@ def test_make_store_argument_errors():
 def test_nccl_unique_id_round_trip_and_exchange():
     uid = tuple((i * 37) % 256 - 128 for i in range(128))
     assert bytes_to_uid(uid_to_bytes(uid)) == uid
+    unsigned = tuple((i * 37) % 256 for i in range(128))      # chars handed out as 0..255
+    assert bytes_to_uid(uid_to_bytes(unsigned)) == unsigned
     with pytest.raises(DistributedError):
         bytes_to_uid(b"short")
     stores = _tcp_stores(3)

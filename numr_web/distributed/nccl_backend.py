@@ -22,20 +22,24 @@ from .group import ProcessGroup, Work
 from .store import make_store, rendezvous, store_barrier
 
 UID_BYTES = 128
+# each of the id's 128 values travels as an int16: cupy builds may hand out the C chars as signed
+# (-128..127) or unsigned (0..255) ints, and NcclCommunicator wants back exactly what it gave
+_UID_WIRE = f"<{UID_BYTES}h"
+UID_WIRE_BYTES = struct.calcsize(_UID_WIRE)
 
 
 def uid_to_bytes(uid):
-    """cupy's unique id (a tuple of 128 signed chars) -> bytes, and back."""
+    """cupy's unique id (a tuple of 128 small ints) -> bytes, and back."""
     if len(uid) != UID_BYTES:
         raise DistributedError(f"an NCCL unique id has {UID_BYTES} bytes, got {len(uid)}")
-    return struct.pack(f"{UID_BYTES}b", *uid)
+    return struct.pack(_UID_WIRE, *uid)
 
 
 def bytes_to_uid(b):
-    if len(b) != UID_BYTES:
+    if len(b) != UID_WIRE_BYTES:
         raise DistributedError(f"received an NCCL unique id of {len(b)} bytes, expected "
-                               f"{UID_BYTES}: the ranks run different code?")
-    return struct.unpack(f"{UID_BYTES}b", bytes(b))
+                               f"{UID_WIRE_BYTES}: the ranks run different code?")
+    return struct.unpack(_UID_WIRE, bytes(b))
 
 
 def exchange_unique_id(store, rank, make_id, timeout, key="nccl/uid"):
@@ -125,7 +129,7 @@ class NCCLGroup(ProcessGroup):
             if mpi is not None:
                 try:
                     import numpy as np
-                    buf = np.frombuffer(make_id() if self.rank == 0 else bytes(UID_BYTES),
+                    buf = np.frombuffer(make_id() if self.rank == 0 else bytes(UID_WIRE_BYTES),
                                         dtype=np.uint8).copy()
                     mpi._broadcast(buf, 0, "NCCL unique-id broadcast").wait()
                     return buf.tobytes()
