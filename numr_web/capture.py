@@ -224,7 +224,8 @@ class _Graph:
             _default_rng.setstate(rng_state)
             be.put_checks(saved_checks)
             return str(e)
-        self.pool = rec.pool                # addresses the graph writes stay reserved
+        self.recording = rec                # its pool (addresses the graph writes stay
+        #                                     reserved) and the host data its uploads read
         self.checks = be.take_checks()     # value checks made by the step: re-armed per replay
         be.put_checks(saved_checks)
         self.out = out

@@ -219,3 +219,23 @@ def test_a_recorded_step_called_inside_a_captured_step(device):
     for _ in range(4):
         np.testing.assert_array_equal(outer(x).numpy(), [9.0, -9.0])
     assert len(inner.graphs) == 1 and len(outer.graphs) == 1 and not inner.eager
+
+
+@on_gpus
+def test_batched_matmuls_with_transposed_operands_are_recorded(device):
+    """Batched products (attention's q @ k^T and p @ v, dense and transposed operands) record
+    and replay; values as float64 numpy computes them, within float32 rounding."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+
+    def step(q, k, v):
+        s = q @ k.transpose(-1, -2)                       # (2, 3, 5, 5): b transposed
+        return s @ v + s.transpose(-1, -2) @ v            # a transposed
+    run = nr.capture(step)
+    args = [nr.tensor(a, device=device) for a in (q, k, v)]
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    s64 = q64 @ np.swapaxes(k64, -1, -2)
+    want = s64 @ v64 + np.swapaxes(s64, -1, -2) @ v64
+    for _ in range(3):
+        np.testing.assert_allclose(run(*args).numpy(), want, rtol=2e-5, atol=2e-5)
+    assert len(run.graphs) == 1 and not run.eager

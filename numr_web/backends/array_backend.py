@@ -56,12 +56,17 @@ class ArrayBackend(ArrayNN, Backend):
         return isinstance(obj, self.xp.ndarray)
 
     def from_host(self, host, dtype):
-        xp, npd = self.xp, self._np_dtype[dtype]
         if hasattr(host, "buf"):  # HostArray
-            import numpy as np
-            arr = np.frombuffer(host.buf, dtype=npd).reshape(host.shape)
-            return xp.array(arr, dtype=npd)
-        return xp.array(host, dtype=npd)
+            return self.xp.array(self._host_numpy(host, dtype))
+        return self.xp.array(host, dtype=self._np_dtype[dtype])
+
+    def _host_numpy(self, host, dtype):
+        """Host data (a HostArray, numpy array or nested lists) as a numpy array of `dtype`."""
+        import numpy as np
+        npd = self._np_dtype[dtype]
+        if hasattr(host, "buf"):
+            return np.frombuffer(host.buf, dtype=npd).reshape(host.shape)
+        return np.array(host, dtype=npd)
 
     def from_dlpack(self, obj):
         return self.xp.from_dlpack(obj)

@@ -41,6 +41,9 @@ class Blas:
         lib.cublasSetPointerMode_v2.argtypes = [vp, i]
         for f in (lib.cublasSgemm_v2, lib.cublasDgemm_v2):
             f.argtypes = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
+        ll = ctypes.c_longlong
+        for f in (lib.cublasSgemmStridedBatched, lib.cublasDgemmStridedBatched):
+            f.argtypes = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
         handle = vp()
         self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
         self.lib, self.handle = lib, handle
@@ -51,6 +54,8 @@ class Blas:
         self._scalars = {c: (numpy.ones(1, c), numpy.zeros(1, c)) for c in "fd"}
         self._ptrs = {c: (a.ctypes.data, b.ctypes.data) for c, (a, b) in self._scalars.items()}
         self._gemm = {"f": lib.cublasSgemm_v2, "d": lib.cublasDgemm_v2}
+        self._gemm_batched = {"f": lib.cublasSgemmStridedBatched,
+                              "d": lib.cublasDgemmStridedBatched}
 
     @staticmethod
     def _check(status, what):
@@ -74,3 +79,50 @@ class Blas:
             raise KernelError(f"cuBLAS gemm ({m}x{k} @ {k}x{n}, {a.dtype}) failed with status "
                               f"{status}")
         return out
+
+    def matmul_batched(self, a, b, out, stream):
+        """out (batch, m, n) = a (batch, m, k) @ b (batch, k, n) as one strided-batched call.
+        Each operand is given as (array, op, ld, batch stride in elements) by matrix_layout;
+        out C-contiguous."""
+        (a, opa, lda, sa), (b, opb, ldb, sb) = a, b
+        batch, m, n = out.shape
+        k = a.shape[-1]
+        ch = a.dtype.char
+        alpha, beta = self._ptrs[ch]
+        lib, h = self.lib, self.handle
+        lib.cublasSetStream_v2(h, stream)
+        status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, sb,
+                                        a.data.ptr, lda, sa, beta, out.data.ptr, n, m * n, batch)
+        if status:
+            raise KernelError(f"cuBLAS strided-batched gemm ({batch} x {m}x{k} @ {k}x{n}, "
+                              f"{a.dtype}) failed with status {status}")
+        return out
+
+
+def matrix_layout(x):
+    """How cuBLAS reads the batched matrices of x (..., r, c): (op, ld, batch stride), in
+    elements, or None when x is not one stride per batch step with dense rows or columns."""
+    item = x.itemsize
+    r, c = x.shape[-2:]
+    sr, sc = x.strides[-2:]
+    if sc == item and (sr == c * item or r == 1):
+        op, ld = _OP_N, c
+    elif sr == item and (sc == r * item or c == 1):
+        op, ld = _OP_T, r
+    else:
+        return None
+    lead, step = x.shape[:-2], None
+    for d in reversed(range(len(lead))):        # the batch dims must fold into one stride
+        if lead[d] == 1:
+            continue
+        if step is None:
+            step, span = x.strides[d], lead[d] * x.strides[d]
+        elif x.strides[d] != span:
+            return None
+        else:
+            span = lead[d] * x.strides[d]
+    if step is None:
+        step = r * c * item
+    if step % item or step < 0:
+        return None
+    return op, max(ld, 1), step // item

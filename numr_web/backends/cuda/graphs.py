@@ -19,6 +19,7 @@ class Recording:
         self.be = be
         self.pool = cupy.cuda.MemoryPool()
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.host = []                      # pinned host buffers the graph's copy nodes read
         self._ctx = []
 
     def begin(self):
@@ -35,7 +36,21 @@ class Recording:
         except Exception:
             self._exit()
             raise
-        be.capturing = True
+        be.capturing, be._recording = True, self
+
+    def upload(self, arr):
+        """Host data uploaded inside the step: copied once into pinned memory this recording
+        keeps, and recorded as an asynchronous copy, so every replay uploads the same values
+        (a copy from pageable memory would read whatever the freed host buffer holds later)."""
+        import numpy
+        out = self._cp.empty(arr.shape, arr.dtype)          # from the graph's private pool
+        if arr.size:
+            mem = self._cp.cuda.alloc_pinned_memory(arr.nbytes)
+            pinned = numpy.frombuffer(mem, arr.dtype, arr.size).reshape(arr.shape)
+            pinned[...] = arr
+            self.host.append(mem)
+            out.set(pinned, stream=self.stream)
+        return out
 
     def end(self):
         """The recorded graph (uploaded, ready to launch)."""
@@ -58,6 +73,6 @@ class Recording:
             self._exit()
 
     def _exit(self):
-        self.be.capturing = False
+        self.be.capturing, self.be._recording = False, None
         while self._ctx:
             self._ctx.pop().__exit__(None, None, None)
