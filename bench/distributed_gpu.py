@@ -171,9 +171,7 @@ def time_steps(dist, nr, name, batch, steps, ddp=True):
         x, y = make_batch()
         loss = loss_fn(net(x), y)
         opt.zero_grad()
-        loss.backward()
-        if ddp:
-            net.finish_gradient_sync()
+        loss.backward()                 # DDP's hooks finish the gradient all-reduce in here
         opt.step()
     for _ in range(5):
         step()

@@ -52,7 +52,7 @@ class Captured:
     def __call__(self, *args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
         be = tensors[0]._backend if tensors else None
-        if be is None or not getattr(be, "can_capture", False):
+        if be is None or not getattr(be, "can_capture", False) or be.capturing:
             return self.fn(*args, **kwargs)
         for t in tensors:
             if t.requires_grad:

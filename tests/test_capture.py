@@ -230,12 +230,16 @@ def test_batched_matmuls_with_transposed_operands_are_recorded(device):
 
     def step(q, k, v):
         s = q @ k.transpose(-1, -2)                       # (2, 3, 5, 5): b transposed
-        return s @ v + s.transpose(-1, -2) @ v            # a transposed
+        r = q.transpose(1, 2) @ k.transpose(1, 2).transpose(-1, -2)  # batch dims that do not
+        return s @ v + s.transpose(-1, -2) @ v, r          # fold into one stride; a transposed
     run = nr.capture(step)
     args = [nr.tensor(a, device=device) for a in (q, k, v)]
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     s64 = q64 @ np.swapaxes(k64, -1, -2)
+    r64 = np.swapaxes(q64, 1, 2) @ np.swapaxes(np.swapaxes(k64, 1, 2), -1, -2)
     want = s64 @ v64 + np.swapaxes(s64, -1, -2) @ v64
     for _ in range(3):
-        np.testing.assert_allclose(run(*args).numpy(), want, rtol=2e-5, atol=2e-5)
+        got, r = run(*args)
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(r.numpy(), r64, rtol=2e-5, atol=2e-5)
     assert len(run.graphs) == 1 and not run.eager

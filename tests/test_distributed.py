@@ -14,7 +14,8 @@ import numr_web as nr
 import numr_web.distributed as dist
 from numr_web.distributed import env as envmod, store as st, world
 from numr_web.distributed.group import ProcessGroup, Work
-from numr_web.distributed.nccl_backend import bytes_to_uid, exchange_unique_id, uid_to_bytes
+from numr_web.distributed.nccl_backend import (bytes_to_uid, communicator, exchange_unique_id,
+                                               uid_to_bytes)
 from numr_web.errors import (BackendUnavailableError, DeviceError, DistributedError, DTypeError,
                              ShapeError)
 
@@ -155,10 +156,17 @@ def test_make_store_argument_errors():
 
 # -- NCCL pieces that need no GPU -------------------------------------------------------------------
 def test_nccl_unique_id_round_trip_and_exchange():
-    uid = tuple((i * 37) % 256 - 128 for i in range(128))
-    assert bytes_to_uid(uid_to_bytes(uid)) == uid
-    unsigned = tuple((i * 37) % 256 for i in range(128))      # chars handed out as 0..255
-    assert bytes_to_uid(uid_to_bytes(unsigned)) == unsigned
+    raw = bytes((i * 37) % 256 for i in range(128))           # cupy 14: bytes
+    uid = tuple(v - 256 if v > 127 else v for v in raw)        # older cupy: signed chars
+    assert bytes_to_uid(uid_to_bytes(uid)) == raw == bytes_to_uid(uid_to_bytes(raw))
+
+    class OldCupyNccl:                                         # refuses bytes, as cupy < 14
+        @staticmethod
+        def NcclCommunicator(size, uid, rank):
+            if not isinstance(uid, tuple):
+                raise TypeError("expected tuple")
+            return uid
+    assert communicator(OldCupyNccl, 1, raw, 0) == uid
     with pytest.raises(DistributedError):
         bytes_to_uid(b"short")
     stores = _tcp_stores(3)

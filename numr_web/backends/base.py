@@ -26,6 +26,8 @@ class Backend:
     dlpack_device_types = ()      # DLPack device types this backend imports (1 CPU, 2 CUDA)
     can_capture = False           # nr.capture records steps (`recording`: cuda, webgpu); else it
                                   # just calls the step
+    capturing = False             # a recording that cannot contain a recorded step is open (cuda:
+                                  # a step captured inside it runs its ops into the outer graph)
 
     @classmethod
     def probe(cls):

@@ -22,24 +22,30 @@ from .group import ProcessGroup, Work
 from .store import make_store, rendezvous, store_barrier
 
 UID_BYTES = 128
-# each of the id's 128 values travels as an int16: cupy builds may hand out the C chars as signed
-# (-128..127) or unsigned (0..255) ints, and NcclCommunicator wants back exactly what it gave
-_UID_WIRE = f"<{UID_BYTES}h"
-UID_WIRE_BYTES = struct.calcsize(_UID_WIRE)
 
 
 def uid_to_bytes(uid):
-    """cupy's unique id (a tuple of 128 small ints) -> bytes, and back."""
+    """cupy's unique id -> its 128 bytes. cupy 14 hands out bytes; older cupy a tuple of 128
+    C chars as small signed ints."""
     if len(uid) != UID_BYTES:
         raise DistributedError(f"an NCCL unique id has {UID_BYTES} bytes, got {len(uid)}")
-    return struct.pack(_UID_WIRE, *uid)
+    return bytes(v & 0xFF for v in uid)
 
 
 def bytes_to_uid(b):
-    if len(b) != UID_WIRE_BYTES:
+    """The 128 bytes of a unique id received from rank 0 (checked), as uid_to_bytes made them."""
+    if len(b) != UID_BYTES:
         raise DistributedError(f"received an NCCL unique id of {len(b)} bytes, expected "
-                               f"{UID_WIRE_BYTES}: the ranks run different code?")
-    return struct.unpack(_UID_WIRE, bytes(b))
+                               f"{UID_BYTES}: the ranks run different code?")
+    return bytes(b)
+
+
+def communicator(nccl, size, uid, rank):
+    """nccl.NcclCommunicator from the id's bytes, in the form this cupy takes."""
+    try:
+        return nccl.NcclCommunicator(size, uid, rank)
+    except TypeError:                   # cupy before 14: a tuple of signed chars
+        return nccl.NcclCommunicator(size, struct.unpack(f"{UID_BYTES}b", uid), rank)
 
 
 def exchange_unique_id(store, rank, make_id, timeout, key="nccl/uid"):
@@ -112,7 +118,7 @@ class NCCLGroup(ProcessGroup):
         cupy.cuda.Device(self.device_index).use()
         self.store = None
         uid = self._agree_on_uid(env, lambda: uid_to_bytes(nccl.get_unique_id()), init_method)
-        self.comm = nccl.NcclCommunicator(self.size, bytes_to_uid(uid), self.rank)
+        self.comm = communicator(nccl, self.size, bytes_to_uid(uid), self.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._types = {"float32": nccl.NCCL_FLOAT32, "float64": nccl.NCCL_FLOAT64,
                        "float16": nccl.NCCL_FLOAT16, "int32": nccl.NCCL_INT32,
@@ -129,7 +135,7 @@ class NCCLGroup(ProcessGroup):
             if mpi is not None:
                 try:
                     import numpy as np
-                    buf = np.frombuffer(make_id() if self.rank == 0 else bytes(UID_WIRE_BYTES),
+                    buf = np.frombuffer(make_id() if self.rank == 0 else bytes(UID_BYTES),
                                         dtype=np.uint8).copy()
                     mpi._broadcast(buf, 0, "NCCL unique-id broadcast").wait()
                     return buf.tobytes()

@@ -284,8 +284,12 @@ class CudaBackend(ArrayBackend):
         if not (m and n and k and batch) or max(m, n, k, batch) >= 2 ** 31:
             return None
         la, lb = matrix_layout(a), matrix_layout(b)
-        if la is None or lb is None:
-            return None
+        if la is None:                  # batch dims that do not fold (a view into a wider
+            a = self.xp.ascontiguousarray(a)        # tensor): one copy kernel, still capturable
+            la = matrix_layout(a)
+        if lb is None:
+            b = self.xp.ascontiguousarray(b)
+            lb = matrix_layout(b)
         out = self.xp.empty(a.shape[:-1] + (n,), dtype=a.dtype)
         self._blas.matmul_batched((a,) + la, (b,) + lb, out.reshape(batch, m, n),
                                   self._stream().ptr)

@@ -43,13 +43,15 @@ class Recording:
         keeps, and recorded as an asynchronous copy, so every replay uploads the same values
         (a copy from pageable memory would read whatever the freed host buffer holds later)."""
         import numpy
-        out = self._cp.empty(arr.shape, arr.dtype)          # from the graph's private pool
+        cp = self._cp
+        out = cp.empty(arr.shape, arr.dtype)                # from the graph's private pool
         if arr.size:
-            mem = self._cp.cuda.alloc_pinned_memory(arr.nbytes)
-            pinned = numpy.frombuffer(mem, arr.dtype, arr.size).reshape(arr.shape)
-            pinned[...] = arr
+            mem = cp.cuda.alloc_pinned_memory(arr.nbytes)
+            numpy.frombuffer(mem, arr.dtype, arr.size)[:] = arr.reshape(-1)
             self.host.append(mem)
-            out.set(pinned, stream=self.stream)
+            # the runtime call itself: ndarray.set refuses a capturing stream
+            cp.cuda.runtime.memcpyAsync(out.data.ptr, mem.ptr, arr.nbytes,
+                                        cp.cuda.runtime.memcpyHostToDevice, self.stream.ptr)
         return out
 
     def end(self):
