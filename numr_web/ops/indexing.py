@@ -9,7 +9,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, tensor
-from ..errors import DTypeError, ShapeError
+from ..errors import CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device
 from .elementwise import where
@@ -38,8 +38,9 @@ def _check_range(index, n, what, negative_ok=False):
     lo = -n if negative_ok else 0
     if index.size:
         bad = ((index < lo) | (index >= n)).max()
-        index._backend.check_later(bad._data, f"{what}: an index is out of range for a "
-                                              f"dimension of size {n} (valid: {lo}..{n - 1})")
+        index._backend.check_later(bad._data, CheckMessage(
+            f"{what}: an index is out of range for a dimension of size {n} (valid: "
+            f"{lo}..{n - 1})", IndexOutOfRangeError))
 
 
 def gather(x, dim, index):
@@ -107,7 +108,7 @@ def _tri(x, diagonal, lower):
     m, n = x.shape[-2:]
     offset = arange(n, device=x.device).reshape(1, n) - arange(m, device=x.device).reshape(m, 1)
     keep = (offset <= diagonal) if lower else (offset >= diagonal)
-    return where(keep, x, 0)
+    return where(keep, x, False if x.dtype is dt.bool_ else 0)   # bool stays bool
 
 
 def tril(x, diagonal=0):
