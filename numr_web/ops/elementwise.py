@@ -379,14 +379,21 @@ def _invert(x):
     return unary("bitwise_not", x)
 
 
+def _not_comparable(b):
+    """None, strings and other objects: == is False and != True, as in torch (and Python)."""
+    return b is None or isinstance(b, (str, bytes)) or not (
+        isinstance(b, (Tensor, list, tuple)) or dt.is_scalar(b) or hasattr(b, "__array__")
+        or hasattr(b, "__dlpack__"))
+
+
 def _eq(a, b):
-    if b is None:
+    if _not_comparable(b):
         return False
     return binary("eq", a, b)
 
 
 def _ne(a, b):
-    if b is None:
+    if _not_comparable(b):
         return True
     return binary("ne", a, b)
 
