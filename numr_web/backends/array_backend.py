@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..errors import BackendLimitError
 from ..ops.activations import ACT
 from ..ops.registry import family_names, numpy_function
 from .array_nn import ArrayNN
@@ -51,7 +52,11 @@ class ArrayBackend(ArrayNN, Backend):
             @functools.wraps(fn)
             def quietly(*args, **kwargs):
                 with errstate(all="ignore"):
-                    return fn(*args, **kwargs)
+                    try:
+                        return fn(*args, **kwargs)
+                    except MemoryError:          # the last line: sizes are checked before
+                        raise BackendLimitError(f"{self.device}: not enough memory for the result "
+                                                f"of {fn.__name__}") from None
             return quietly
         for name in names:
             f = inspect.getattr_static(type(self), name, None)

@@ -15,7 +15,8 @@ from ..gradmode import is_grad_enabled
 from ..tensor import Tensor
 from ._erf import erf as erf_xp
 from .activations import ACT, get_act
-from .common import as_tensor, attach_methods, check_same_device, sum_to_shape
+from .common import (as_tensor, attach_methods, check_output_size, check_same_device,
+                     sum_to_shape)
 from .registry import OPS, register
 
 
@@ -298,7 +299,7 @@ def binary(name, a, b):
             a, b = a.astype(d), b.astype(d)
         sa, sb = a._data.shape, b._data.shape
         if sa != sb:
-            sh.broadcast_shapes(sa, sb)
+            check_output_size(a, sh.broadcast_shapes(sa, sb), d, name)
         if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
             be = a._backend      # fast path: nothing to record, skip the Op machinery
             out = be.binary(name, a._data, b._data)
