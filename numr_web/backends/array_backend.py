@@ -193,7 +193,7 @@ class ArrayBackend(ArrayNN, Backend):
         xp = self.xp
         hw = self._widen(h)
         m = hw.max(axis=axis, keepdims=True)
-        shifted = hw - xp.where(xp.isfinite(m), m, 0)       # rows of -inf stay -inf / nan
+        shifted = hw - m         # a row holding +inf or NaN, or only -inf, is NaN, as in torch
         e = xp.exp(shifted)
         s = e.sum(axis=axis, keepdims=True)
         if log:

@@ -95,7 +95,10 @@ def flip(x, dims):
         for d in dims:
             sh.normalize_axis(d, 0)
         return x
-    for d in {sh.normalize_axis(d, x.ndim) for d in dims}:
+    axes = [sh.normalize_axis(d, x.ndim) for d in dims]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"flip: dims {tuple(dims)} name a dim more than once; give each once")
+    for d in axes:
         n = x.shape[d]
         if n > 1:
             x = _take(x, d, arange(n - 1, -1, -1, device=x.device))
