@@ -184,10 +184,10 @@ def _arg(op, x, dim, keepdim, axis, keepdims):
     if x.size == 0:
         raise IndexOutOfRangeError(f"{op} of an empty tensor (shape {x.shape}) is undefined; "
                                    "give a tensor with at least one element")
-    if op == "argmin":
-        if x.dtype is dt.bool_:
+    if op == "argmin":                  # argmax of an order-reversing map: ~x = -x - 1 for
+        if x.dtype is dt.bool_:           # integers (-x overflows at -2**31), -x for floats
             x = x.astype(dt.int32)
-        x = -x
+        x = -x if x.dtype.is_floating else ~x
     if axis is not None and x.ndim == 0:
         axis = None
     return apply(OPS["argmax"], x, axis=axis, keepdims=keep)

@@ -213,3 +213,12 @@ def test_equality_with_other_objects_is_false(device):
     x = nr.ones(2, device=device)
     for other in (None, "a", object()):
         assert (x == other) is False and (x != other) is True
+
+
+@pytest.mark.parametrize("v", [[0, -2 ** 31, 5], [-2 ** 31, 0, -2 ** 31 + 1],
+                               [2 ** 31 - 1, 3, 2 ** 31 - 1], [True, False, False]])
+def test_argmin_at_the_int32_extremes(device, v):
+    dtype = torch.int32                # (torch refuses bool; numr counts False < True)
+    assert nr.tensor(v, device=device).argmin().item() == torch.tensor(v, dtype=dtype).argmin()
+    assert nr.tensor([v, v], device=device).argmin(1).tolist() == \
+        torch.tensor([v, v], dtype=dtype).argmin(1).tolist()
