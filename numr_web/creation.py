@@ -38,6 +38,10 @@ def _check_alloc(shape, dtype, device):
     be = get_backend(device)
     be.check_dtype(dtype)
     limit = be.max_elements(dtype)
+    if n == 0 and sh.prod(d for d in shape if d) * dtype.itemsize >= 2 ** 63:
+        # empty, but its strides overflow 64 bits (numpy refuses such a shape with ValueError)
+        raise BackendLimitError(f"a {dtype.name} tensor of shape {shape} has strides beyond 2**63 "
+                                "bytes even though it is empty; use smaller dimensions")
     if n > limit:
         raise BackendLimitError(f"a {dtype.name} tensor of shape {shape} ({n} elements) is larger "
                                 f"than the {device} device can hold ({limit} elements)")

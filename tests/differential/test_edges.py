@@ -190,6 +190,7 @@ BAD_ARGS = {
     "linspace('a', 1, 2)": (lambda d: nr.linspace("a", 1, 2, device=d), nr.DTypeError),
     "eye(-1)": (lambda d: nr.eye(-1, device=d), nr.ShapeError),
     "eye(2**40)": (lambda d: nr.eye(2 ** 40, device=d), nr.BackendLimitError),
+    "zeros((2**62, 0))": (lambda d: nr.zeros((2 ** 62, 0), device=d), nr.BackendLimitError),
     "arange(nan)": (lambda d: nr.arange(NAN, device=d), nr.ShapeError),
     "arange(0, 5, 0)": (lambda d: nr.arange(0, 5, 0, device=d), nr.ShapeError),
     "arange(3, dtype=bool)": (lambda d: nr.arange(3, dtype="bool", device=d), nr.DTypeError),
