@@ -12,20 +12,21 @@ creation -> ops/ (the op vocabulary) -> nn, data, demo, cli. docs/architecture.m
 """
 from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
 from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
+                     IndexOutOfRangeError,
                      GradientError, KernelError, NumrError, ShapeError, StateDictError,
                      UnknownActivationError)
 from .backends import available_devices, get_backend
 from .gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd import grad
 from .tensor import Tensor
-from .creation import (arange, as_tensor, empty, from_dlpack, full, full_like, ones, ones_like,
-                       rand, randn, tensor, zeros, zeros_like)
+from .creation import (arange, as_tensor, empty, eye, from_dlpack, full, full_like, linspace, ones,
+                       ones_like, rand, randn, tensor, zeros, zeros_like)
 from .ops.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
                               floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
                               remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)
-from .ops.reductions import (argmax, argmin, log_softmax, logsumexp, max, mean, min, prod,
-                             softmax, std, sum, var)
+from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
+                             logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation
 from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, narrow, permute,
                             reshape, split, squeeze, stack, transpose, unsqueeze)
@@ -46,7 +47,7 @@ clip = clamp
 from .ops.common import tensor_first as _tensor_first  # noqa: E402
 for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1", "gelu", "log",
               "log1p", "neg", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "tanh",
-              "argmax", "argmin", "log_softmax", "logsumexp", "max", "mean", "min", "prod",
+              "all", "any", "argmax", "argmin", "log_softmax", "logsumexp", "max", "mean", "min", "prod",
               "softmax", "std", "sum", "var", "matmul", "matmul_bias_activation", "chunk", "clone",
               "contiguous", "expand", "flatten", "narrow", "permute", "reshape", "split", "squeeze",
               "transpose", "unsqueeze", "flip", "gather", "index_select", "masked_fill", "tril",

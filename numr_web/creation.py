@@ -38,6 +38,10 @@ def _check_alloc(shape, dtype, device):
     be = get_backend(device)
     be.check_dtype(dtype)
     limit = be.max_elements(dtype)
+    if n == 0 and sh.prod(d for d in shape if d) * dtype.itemsize >= 2 ** 63:
+        # empty, but its strides overflow 64 bits (numpy refuses such a shape with ValueError)
+        raise BackendLimitError(f"a {dtype.name} tensor of shape {shape} has strides beyond 2**63 "
+                                "bytes even though it is empty; use smaller dimensions")
     if n > limit:
         raise BackendLimitError(f"a {dtype.name} tensor of shape {shape} ({n} elements) is larger "
                                 f"than the {device} device can hold ({limit} elements)")
@@ -129,16 +133,20 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         if not dt.is_scalar(v) or isinstance(v, bool):
             raise DTypeError(f"arange: {name} must be an int or float, got {v!r}")
         if not math.isfinite(float(v)):
-            raise NumrError(f"arange: {name} must be finite, got {v}")
+            raise ShapeError(f"arange: {name} must be finite, got {v}")
     if step == 0:
-        raise NumrError("arange: step must not be zero")
+        raise ShapeError("arange: step must not be zero")
     if (end - start) * step < 0:
-        raise NumrError(f"arange: the range [{start}, {end}) cannot be reached with step {step}")
+        raise ShapeError(f"arange: the range [{start}, {end}) cannot be reached with step {step}; "
+                         "the step's sign must be that of end - start")
     if dtype is None:
         dtype = dt.default_float if any(isinstance(v, float) for v in (start, end, step)) \
             else dt.int32
     n = max(0, math.ceil((end - start) / step))
     dtype, device = dt.get_dtype(dtype), normalize_device(device)
+    if dtype is dt.bool_:
+        raise DTypeError("arange cannot make a bool tensor (as in torch); make an int32 range and "
+                         "compare it, e.g. nr.arange(n) > 2")
     if dtype.kind == "i" and n and not all(host.INT32_MIN <= v <= host.INT32_MAX
                                            for v in (start, start + (n - 1) * step)):
         raise DTypeError(f"arange({start}, {end}, {step}) has values beyond int32 "
@@ -147,6 +155,41 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     be = get_backend(device)
     return _finish(Tensor._wrap(be.arange(start, end, step, dtype), dtype, device, be),
                    requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """`steps` values from start to end inclusive, evenly spaced (torch.linspace): the first half
+    counted up from start and the second down from end, as torch does, so both ends are exact."""
+    for name, v in (("start", start), ("end", end)):
+        if isinstance(v, Tensor):
+            v = v.item()
+        if not dt.is_scalar(v) or isinstance(v, bool):
+            raise DTypeError(f"linspace: {name} must be an int or float, got {v!r}")
+    start, end = float(start), float(end)
+    steps = sh.as_int(steps, "linspace: steps")
+    if steps < 0:
+        raise ShapeError(f"linspace: steps must be non-negative, got {steps}")
+    dtype = dt.get_dtype(dtype) if dtype is not None else dt.default_float
+    compute = dtype if dtype.is_floating else dt.default_float
+    shape, _, device = _creation_args((steps,), compute, device)
+    _check_alloc(shape, dtype, device)
+    if steps <= 1:
+        return _finish(full(shape, start, dtype, device), requires_grad)
+    i = arange(steps, dtype=compute, device=device)
+    step = (end - start) / (steps - 1)
+    from .ops.elementwise import where           # (ops import this module: a call-time import)
+    out = where(i < steps // 2, i * step + start, end - (steps - 1 - i) * step)
+    return _finish(out.astype(dtype) if out.dtype is not dtype else out, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """The n x m identity matrix (m defaults to n)."""
+    n = sh.check_shape((n,))[0]
+    m = n if m is None else sh.check_shape((m,))[0]
+    shape, dtype, device = _creation_args((n, m), dtype, device)
+    rows = arange(n, device=device).reshape(n, 1)
+    out = (rows == arange(m, device=device).reshape(1, m)).astype(dtype)
+    return _finish(out, requires_grad)
 
 
 def _random(kind, shape, seed, dtype, device, requires_grad):

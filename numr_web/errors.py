@@ -3,6 +3,7 @@ before any work reaches a device (a bad argument never loses a GPU device).
 
     NumrError                      base class of everything below
     ├── ShapeError(ValueError)     shapes, dims, indices, sizes, argument values
+    │   └── IndexOutOfRangeError(IndexError)  a dim or an index beyond the tensor's bounds
     ├── UnknownActivationError(ValueError)  an activation name not in the table
     ├── StateDictError             load_state_dict: missing/unexpected keys, shape mismatches
     ├── DTypeError(TypeError)      dtypes and argument types
@@ -27,6 +28,16 @@ class ShapeError(NumrError, ValueError):
     >>> nr.ones((2, 3)) + nr.ones((2, 4))
     ShapeError: shapes (2, 3) and (2, 4) cannot be broadcast together: dimension -1 is 3 in one
     and 4 in the other; each dimension must match or be 1
+    """
+
+
+class IndexOutOfRangeError(ShapeError, IndexError):
+    """A dim or an index outside the tensor's bounds. Also an IndexError, which is what torch
+    (and Python sequences) raise there, so `except IndexError` written for torch catches it.
+
+    >>> nr.ones((2, 3)).sum(dim=2)
+    IndexOutOfRangeError: dim 2 is out of range for a tensor with 2 dimension(s); expected
+    -2 <= dim < 2
     """
 
 
@@ -119,3 +130,13 @@ class DistributedError(NumrError):
     DistributedError: rank 0: all_reduce did not complete within 3.0 s (timeout): rank 1 is gone
     or hangs
     """
+
+
+class CheckMessage(str):
+    """The message of a check a GPU backend can only make later (Backend.check_later), carrying
+    the class to raise when it fails: CheckMessage("index 9 ...", IndexOutOfRangeError)."""
+
+    def __new__(cls, message, error=ShapeError):
+        self = super().__new__(cls, message)
+        self.error = error
+        return self

@@ -1,7 +1,7 @@
 """Shape rules in pure Python: broadcasting, axes, matmul shapes, basic indexing."""
 from __future__ import annotations
 
-from .errors import ShapeError
+from .errors import IndexOutOfRangeError, ShapeError
 
 
 def broadcast_shapes(*shapes):
@@ -38,8 +38,9 @@ def as_int(x, what="dimension"):
 def normalize_axis(axis, ndim):
     axis = as_int(axis, "dim")
     if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise ShapeError(f"axis {axis} is out of range for a tensor with {ndim} dimension(s); "
-                         f"expected -{max(ndim, 1)} <= axis < {max(ndim, 1)}")
+        raise IndexOutOfRangeError(
+            f"dim {axis} is out of range for a tensor with {ndim} dimension(s); "
+            f"expected -{max(ndim, 1)} <= dim < {max(ndim, 1)}")
     return axis % max(ndim, 1)
 
 
@@ -121,7 +122,8 @@ def normalize_index(index, shape):
     if sum(1 for i in index if i is Ellipsis) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     if n_real > len(shape):
-        raise ShapeError(f"too many indices for a tensor of shape {tuple(shape)}: {n_real} given")
+        raise IndexOutOfRangeError(f"too many indices for a tensor of shape {tuple(shape)}: "
+                                   f"{n_real} given, at most {len(shape)}")
     expanded = []
     for i in index:
         if i is Ellipsis:
@@ -140,11 +142,14 @@ def normalize_index(index, shape):
             if hasattr(i, "__index__") and not isinstance(i, bool):
                 i = i.__index__()
             else:
-                raise ShapeError(f"only basic indexing (ints, slices, ..., None) is supported, got "
-                                 f"{type(i).__name__}; index with Python ints and slices")
+                raise IndexOutOfRangeError(
+                    f"only basic indexing (ints, slices, ..., None) and integer or bool tensors "
+                    f"are supported, got {type(i).__name__} {i!r}; index with Python ints and "
+                    "slices")
         if isinstance(i, int):
             if not -size <= i < size:
-                raise ShapeError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+                raise IndexOutOfRangeError(f"index {i} is out of bounds for dimension {dim} with "
+                                           f"size {size}; expected {-size} <= index < {size}")
             out_index.append(i % size)
         else:
             if i.step is not None and as_int(i.step, "slice step") <= 0:

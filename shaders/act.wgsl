@@ -117,6 +117,7 @@ fn erfc_big(t: f32) -> f32 {
 //                   5e-10; max 0.9 ulp in f32 with the fma);
 //   otherwise 1 - erfc(|x|) with the sign of x (1 exactly beyond |x| ~ 3.9).
 fn erf_s(x: f32) -> f32 {
+    if (isnan_f(x)) { return x; }                     // (min(NaN, 10) below may give 10)
     let ax = abs(x);
     if (ax < 0.921875) {
         let s = x * x;
@@ -168,14 +169,14 @@ fn gelu_s(z: f32) -> f32 {
 // silu(z) = z sigmoid(z) = z e / (1 + e), e = exp(z): below -80, 1 + e rounds to 1 and z e is
 // formed as (z q) 2^k (a normal result where sigmoid(z) is subnormal).
 fn silu_s(z: f32) -> f32 {
-    if (z < -80.0) { return mul_exp(z, z); }
+    if (z < -80.0) { return select(mul_exp(z, z), nan_f32(), isinf_f(z)); }   // -inf * 0, as torch
     return z * sigmoid_s(z);
 }
 
 // gelu_tanh(z) = z sigmoid(2u), the same way in the lower tail.
 fn gelu_tanh_s(z: f32) -> f32 {
     let v = 2.0 * GELU_C * (z + GELU_A * z * z * z);
-    if (v < -80.0) { return mul_exp(z, v); }
+    if (v < -80.0) { return select(mul_exp(z, v), nan_f32(), isinf_f(z)); }   // -inf * 0
     return z * sigmoid_s(v);
 }
 

@@ -31,6 +31,7 @@ fn grid_stride(nwg: vec3<u32>) -> u32 { return nwg.x * nwg.y * WG; }
 
 // NaN tests on the bit pattern (`x != x` may be folded away by compilers that assume no NaNs).
 fn isnan_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn isnan_c(x: C) -> bool {
     if (IS_INT) { return false; }
     return isnan_f(f32(x));

@@ -30,7 +30,6 @@ fn idx(i: u32) -> vec4<u32> {
     return offsets4(i);
 }
 
-fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 
 // sin and cos: Payne-Hanek argument reduction (exact integer arithmetic on 16-bit limbs, so no
 // compiler can reassociate it) to r in [-pi/4, pi/4] and a quadrant n, then minimax polynomials
@@ -352,7 +351,8 @@ fn binary_bitwise_xor(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) ^ bit
 fn binary_act_d1(x: C, y: C) -> C { return C(act_d1(ACT, f32(x), f32(y))); }
 
 fn compare_eq(x: C, y: C) -> bool { return x == y; }
-fn compare_ne(x: C, y: C) -> bool { return x != y; }
+// NaN != anything is true: tested on the bits, as lavapipe compiles `!=` as an ordered compare
+fn compare_ne(x: C, y: C) -> bool { return isnan_c(x) || isnan_c(y) || x != y; }
 fn compare_lt(x: C, y: C) -> bool { return x < y; }
 fn compare_le(x: C, y: C) -> bool { return x <= y; }
 fn compare_gt(x: C, y: C) -> bool { return x > y; }

@@ -8,8 +8,10 @@ activations run the ACT table's numpy formulas. float16 is computed in float32 a
 """
 from __future__ import annotations
 
-import warnings
+import functools
+import inspect
 
+from ..errors import BackendLimitError
 from ..ops.activations import ACT
 from ..ops.registry import family_names, numpy_function
 from .array_nn import ArrayNN
@@ -30,9 +32,36 @@ class ArrayBackend(ArrayNN, Backend):
         self._ufuncs = {}
         self._compare = None
         self._half, self._bool = xp.dtype(xp.float16), xp.dtype(xp.bool_)
-        # IEEE results (inf, NaN) are the answer, as in torch: silence numpy's warnings about
-        # them for numr_web's own code only (a filter, not the user's np.seterr; no per-op cost)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numr_web(\.|$)")
+        self._quiet_numpy()
+
+    # Methods whose host-side numpy work can overflow or meet NaN on every array backend (the
+    # host data's conversion); on the cpu every method computes with numpy.
+    _HOST_METHODS = ("from_host", "_host_numpy", "full", "arange", "random")
+
+    def _quiet_numpy(self):
+        """IEEE results (inf, NaN, -0.0) are the answer, as in torch, which is silent about them:
+        run this backend's numpy work under np.errstate(all="ignore"), so no RuntimeWarning
+        reaches the user whatever their warning filters, and their np.seterr is left alone.
+        Instance attributes wrapping the bound methods: the class stays unwrapped."""
+        import numpy as np
+        errstate = np.errstate
+        names = self._HOST_METHODS if self.xp is not np else \
+            [n for n in dir(type(self)) if not n.startswith("__")]
+
+        def quiet(fn):
+            @functools.wraps(fn)
+            def quietly(*args, **kwargs):
+                with errstate(all="ignore"):
+                    try:
+                        return fn(*args, **kwargs)
+                    except MemoryError:          # the last line: sizes are checked before
+                        raise BackendLimitError(f"{self.device}: not enough memory for the result "
+                                                f"of {fn.__name__}") from None
+            return quietly
+        for name in names:
+            f = inspect.getattr_static(type(self), name, None)
+            if inspect.isfunction(f) and not inspect.iscoroutinefunction(f):
+                setattr(self, name, quiet(getattr(self, name)))
 
     def _ufunc(self, op):
         f = self._ufuncs.get(op)
@@ -146,6 +175,9 @@ class ArrayBackend(ArrayNN, Backend):
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op, h, axes, keepdims):
+        if op == "mean" and h.size == 0:     # numpy warns "Mean of empty slice" (warnings.warn,
+            out = self.xp.sum(h, axis=axes, keepdims=keepdims) / 0.0   # not errstate): 0/0
+            return self._asarray(out, h.dtype)
         out = getattr(self.xp, op)(self._widen(h), axis=axes, keepdims=keepdims)
         return self._asarray(out, h.dtype)
 
@@ -161,7 +193,7 @@ class ArrayBackend(ArrayNN, Backend):
         xp = self.xp
         hw = self._widen(h)
         m = hw.max(axis=axis, keepdims=True)
-        shifted = hw - xp.where(xp.isfinite(m), m, 0)       # rows of -inf stay -inf / nan
+        shifted = hw - m         # a row holding +inf or NaN, or only -inf, is NaN, as in torch
         e = xp.exp(shifted)
         s = e.sum(axis=axis, keepdims=True)
         if log:

@@ -55,7 +55,7 @@ class Backend:
         return var
 
     def check_later(self, flag, message):
-        """Report ShapeError(message) if the 0-d bool handle `flag` is true: at the next readback
+        """Report ShapeError(message) (or message.error(message) for a CheckMessage) if the 0-d bool handle `flag` is true: at the next readback
         (a GPU backend must not wait for the device here), like CUDA's device-side asserts."""
         if flag is None:
             return
@@ -84,12 +84,12 @@ class Backend:
         """Called by every synchronous readback before it reads."""
         for message, flag in self._take_checks().items():
             if self.to_bytes_unchecked(flag) != b"\x00":
-                raise ShapeError(message)
+                raise getattr(message, "error", ShapeError)(message)
 
     async def raise_failed_checks_async(self):
         for message, flag in self._take_checks().items():
             if await self.read_bytes_unchecked_async(flag) != b"\x00":
-                raise ShapeError(message)
+                raise getattr(message, "error", ShapeError)(message)
 
     def to_bytes_unchecked(self, h) -> bytes:
         return self.to_bytes(h)

@@ -57,7 +57,7 @@ class NumpyBackend(ArrayBackend):
 
     def check_later(self, flag, message):
         if bool(flag):                 # the values are on the host: check at once
-            raise ShapeError(message)
+            raise getattr(message, "error", ShapeError)(message)
 
     def to_numpy(self, h):
         return h

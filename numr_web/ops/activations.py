@@ -299,8 +299,9 @@ ACT = {a.name: a for a in (
         cuda=Code("z > C(0) ? z : C(0.01) * z", "z > C(0) ? C(1) : C(0.01)", "C(0)",
                   d1="s > C(0) ? dy : C(0.01) * dy", ds="C(0)")),
     Act("elu", "y", smooth=False,
-        np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.minimum(z, 0))).astype(z.dtype,
-                                                                                  copy=False),
+        # (where, not minimum(z, 0): that may return the 0 for z = -0.0, and elu(-0.0) is -0.0)
+        np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.where(z > 0, 0, z))).astype(
+            z.dtype, copy=False),
                lambda xp, z: xp.where(z > 0, 1.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
                lambda xp, z: xp.where(z > 0, 0.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
                d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * (s + 1)).astype(

@@ -6,7 +6,8 @@ module never imports another: the methods resolve at run time, once every family
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DeviceError, DTypeError
+from .. import shapes as sh
+from ..errors import BackendLimitError, DeviceError, DTypeError
 from ..tensor import Tensor
 
 
@@ -23,6 +24,16 @@ def as_tensor(x, like, dtype=None):
     if isinstance(x, Tensor):
         return x
     return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)
+
+
+def check_output_size(like, shape, dtype, what):
+    """A result of `shape` must fit the device before the backend allocates it (numpy's
+    MemoryError, a CUDA out-of-memory, or a WebGPU buffer past its limit otherwise)."""
+    n = sh.prod(shape)
+    limit = like._backend.max_elements(dtype)
+    if n > limit:
+        raise BackendLimitError(f"{what}: the result of shape {tuple(shape)} has {n} elements, "
+                                f"more than the {like.device} device can hold ({limit})")
 
 
 def tensor_first(fn, name):

@@ -15,7 +15,8 @@ from ..gradmode import is_grad_enabled
 from ..tensor import Tensor
 from ._erf import erf as erf_xp
 from .activations import ACT, get_act
-from .common import as_tensor, attach_methods, check_same_device, sum_to_shape
+from .common import (as_tensor, attach_methods, check_output_size, check_same_device,
+                     sum_to_shape)
 from .registry import OPS, register
 
 
@@ -108,7 +109,14 @@ _binary("pow", "power", _pow_grads, save_out=True)
 _binary("maximum", "maximum", lambda g, a, b, n: _maxmin_grads(g, a, b, True))
 _binary("minimum", "minimum", lambda g, a, b, n: _maxmin_grads(g, a, b, False))
 _binary("floor_divide", "floor_divide", lambda g, a, b, n: (g * 0, g * 0), reads=False)
-_binary("remainder", "remainder", lambda g, a, b, n: (g, -(g * floor_divide(a, b))))
+def _np_remainder(xp, a, b):
+    """torch's remainder: fmod, moved into the divisor's sign; a zero keeps fmod's sign (that
+    of a), where numpy's remainder gives the divisor's (-0.0 % 2 is -0.0 in torch, 0.0 in numpy)."""
+    r = xp.fmod(a, b)
+    return xp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+_binary("remainder", _np_remainder, lambda g, a, b, n: (g, -(g * floor_divide(a, b))))
 _binary("bitwise_and", "bitwise_and", None)
 _binary("bitwise_or", "bitwise_or", None)
 _binary("bitwise_xor", "bitwise_xor", None)
@@ -298,7 +306,7 @@ def binary(name, a, b):
             a, b = a.astype(d), b.astype(d)
         sa, sb = a._data.shape, b._data.shape
         if sa != sb:
-            sh.broadcast_shapes(sa, sb)
+            check_output_size(a, sh.broadcast_shapes(sa, sb), d, name)
         if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
             be = a._backend      # fast path: nothing to record, skip the Op machinery
             out = be.binary(name, a._data, b._data)
@@ -362,10 +370,17 @@ def clamp(x, min=None, max=None):  # noqa: A002
         raise DTypeError("clamp needs min or max")
     out = x
     if min is not None:
-        out = where(out < min, min, out)
+        out = where(_beyond(out < min, min), min, out)
     if max is not None:
-        out = where(out > max, max, out)
+        out = where(_beyond(out > max, max), max, out)
     return out
+
+
+def _beyond(outside, bound):
+    """Where clamp takes the bound: outside it, and everywhere the bound is NaN (torch)."""
+    if isinstance(bound, Tensor):
+        return outside | (bound != bound) if bound.dtype.is_floating else outside
+    return outside | True if isinstance(bound, float) and bound != bound else outside
 def maximum(a, b): return binary("maximum", a, b)
 def minimum(a, b): return binary("minimum", a, b)
 def floor_divide(a, b): return binary("floor_divide", a, b)
@@ -379,14 +394,21 @@ def _invert(x):
     return unary("bitwise_not", x)
 
 
+def _not_comparable(b):
+    """None, strings and other objects: == is False and != True, as in torch (and Python)."""
+    return b is None or isinstance(b, (str, bytes)) or not (
+        isinstance(b, (Tensor, list, tuple)) or dt.is_scalar(b) or hasattr(b, "__array__")
+        or hasattr(b, "__dlpack__"))
+
+
 def _eq(a, b):
-    if b is None:
+    if _not_comparable(b):
         return False
     return binary("eq", a, b)
 
 
 def _ne(a, b):
-    if b is None:
+    if _not_comparable(b):
         return True
     return binary("ne", a, b)
 

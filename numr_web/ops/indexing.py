@@ -9,7 +9,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, tensor
-from ..errors import DTypeError, ShapeError
+from ..errors import CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device
 from .elementwise import where
@@ -38,8 +38,9 @@ def _check_range(index, n, what, negative_ok=False):
     lo = -n if negative_ok else 0
     if index.size:
         bad = ((index < lo) | (index >= n)).max()
-        index._backend.check_later(bad._data, f"{what}: an index is out of range for a "
-                                              f"dimension of size {n} (valid: {lo}..{n - 1})")
+        index._backend.check_later(bad._data, CheckMessage(
+            f"{what}: an index is out of range for a dimension of size {n} (valid: "
+            f"{lo}..{n - 1})", IndexOutOfRangeError))
 
 
 def gather(x, dim, index):
@@ -94,7 +95,10 @@ def flip(x, dims):
         for d in dims:
             sh.normalize_axis(d, 0)
         return x
-    for d in {sh.normalize_axis(d, x.ndim) for d in dims}:
+    axes = [sh.normalize_axis(d, x.ndim) for d in dims]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"flip: dims {tuple(dims)} name a dim more than once; give each once")
+    for d in axes:
         n = x.shape[d]
         if n > 1:
             x = _take(x, d, arange(n - 1, -1, -1, device=x.device))
@@ -107,7 +111,7 @@ def _tri(x, diagonal, lower):
     m, n = x.shape[-2:]
     offset = arange(n, device=x.device).reshape(1, n) - arange(m, device=x.device).reshape(m, 1)
     keep = (offset <= diagonal) if lower else (offset >= diagonal)
-    return where(keep, x, 0)
+    return where(keep, x, False if x.dtype is dt.bool_ else 0)   # bool stays bool
 
 
 def tril(x, diagonal=0):
@@ -190,5 +194,13 @@ def _flat(v):
     return out
 
 
-attach_methods(__getitem__=getitem, gather=gather, index_select=index_select, flip=flip,
-               tril=tril, triu=triu, masked_fill=masked_fill)
+def setitem(x, index, value):
+    """Tensors are values here (autograd keeps no version counters to catch an in-place write
+    to a saved tensor), so item assignment is refused with the way to build the result."""
+    raise DTypeError("tensors do not support item assignment (x[...] = v); build the new tensor "
+                     "instead: x.masked_fill(mask, v), nr.where(mask, v, x) or nr.cat([...])")
+
+
+attach_methods(__getitem__=getitem, __setitem__=setitem, gather=gather,
+               index_select=index_select, flip=flip, tril=tril, triu=triu,
+               masked_fill=masked_fill)

@@ -13,7 +13,7 @@ from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .activations import ACT, get_act
-from .common import attach_methods, check_same_device, sum_to_shape
+from .common import attach_methods, check_output_size, check_same_device, sum_to_shape
 from .elementwise import act_backward
 from .registry import OPS, register
 
@@ -83,6 +83,7 @@ def matmul(a, b):
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
     out_shape = sh.matmul_shapes(a2.shape, b2.shape)
+    check_output_size(a, out_shape, a.dtype, "matmul")
     out = apply(OPS["matmul"], a2, b2)
     if a.ndim == 1 or b.ndim == 1:
         out = out.reshape(out_shape[:-2] + ((out_shape[-2],) if a.ndim > 1 else ())
@@ -112,6 +113,7 @@ def matmul_bias_activation(a, b, bias=None, activation="none"):
         raise ShapeError(f"matmul_bias_activation: a must be (..., M, K) and b (K, N) or "
                          f"(..., K, N); got shapes {a.shape} and {b.shape}")
     out_shape = sh.matmul_shapes(a.shape, b.shape, "matmul_bias_activation")
+    check_output_size(a, out_shape, a.dtype, "matmul_bias_activation")
     if out_shape[:-2] != a.shape[:-2]:
         a = a.expand(out_shape[:-2] + a.shape[-2:])
     if bias is not None and bias.shape != (b.shape[-1],):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods
 from .elementwise import where
@@ -60,14 +60,20 @@ def axis_args(dim, axis, keepdim, keepdims):
     return (dim if dim is not None else axis), bool(keepdim or keepdims)
 
 
+def _all_if_empty(axis):
+    """torch reads dim=() / dim=[] as every dim."""
+    return None if isinstance(axis, (tuple, list)) and not axis else axis
+
+
 def reduce_op(op, x, axis=None, keepdims=False):
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op} expects a Tensor, got {type(x).__name__}")
+    axis = _all_if_empty(axis)
     axes = sh.normalize_axes(axis, x.ndim)
     if op in ("max", "min") and any(x.shape[a] == 0 for a in axes) or \
             op in ("max", "min") and x.size == 0 and axis is None:
-        raise ShapeError(f"{op} of an empty dimension is undefined (shape {x.shape}); give a "
-                         "non-empty tensor or reduce over another dim")
+        raise IndexOutOfRangeError(f"{op} of an empty dimension is undefined (shape {x.shape}); "
+                                   "give a non-empty tensor or reduce over another dim")
     if op == "mean" and not x.dtype.is_floating:
         raise DTypeError(f"mean of a {x.dtype.name} tensor needs a floating dtype; use "
                          "x.float().mean()")
@@ -119,10 +125,29 @@ def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
         correction = 1 if unbiased else 0
     if not x.dtype.is_floating:
         raise DTypeError(f"var of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
-    axes = sh.normalize_axes(dim, x.ndim)
+    axes = sh.normalize_axes(_all_if_empty(dim), x.ndim)
     n = sh.prod(x.shape[a] for a in axes)
     d = x - x.mean(axes, keepdim=True) if axes else x * 0
-    return (d * d).sum(axes, keepdim=keepdim) / float(n - correction)
+    out = (d * d).sum(axes, keepdim=keepdim) / float(n - correction)
+    return out * float("nan") if n == 0 else out     # no values: NaN, as torch
+
+
+def _count_nonzero(x, dim, keepdim):
+    dim = _all_if_empty(dim)
+    return (x != 0).astype(dt.int32).sum(dim, keepdim=keepdim) if x.ndim else \
+        (x != 0).astype(dt.int32)
+
+
+def all_(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
+    """True where every element (along dim) is non-zero (NaN counts as non-zero); empty: True."""
+    dim, keep = axis_args(dim, axis, keepdim, keepdims)
+    return _count_nonzero(x == 0, dim, keep) == 0
+
+
+def any_(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
+    """True where some element (along dim) is non-zero (NaN counts as non-zero); empty: False."""
+    dim, keep = axis_args(dim, axis, keepdim, keepdims)
+    return _count_nonzero(x, dim, keep) > 0
 
 
 def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
@@ -150,18 +175,19 @@ def _arg(op, x, dim, keepdim, axis, keepdims):
     if axis is not None:
         axis = sh.normalize_axis(axis, x.ndim)
         if x.ndim and x.shape[axis] == 0:
-            raise ShapeError(f"{op} over an empty dimension is undefined (shape {x.shape}); "
-                             "reduce over a non-empty dim")
+            raise IndexOutOfRangeError(f"{op} over an empty dimension is undefined (shape "
+                                       f"{x.shape}); reduce over a non-empty dim")
         if x.size == 0:               # a non-empty dim of a tensor empty elsewhere: empty result
             shape = sh.reduced_shape(x.shape, (axis,), keep)
             return Tensor._wrap(x._backend.full(shape, 0, dt.int32), dt.int32, x.device,
                                 x._backend)
     if x.size == 0:
-        raise ShapeError(f"{op} of an empty tensor is undefined")
-    if op == "argmin":
-        if x.dtype is dt.bool_:
+        raise IndexOutOfRangeError(f"{op} of an empty tensor (shape {x.shape}) is undefined; "
+                                   "give a tensor with at least one element")
+    if op == "argmin":                  # argmax of an order-reversing map: ~x = -x - 1 for
+        if x.dtype is dt.bool_:           # integers (-x overflows at -2**31), -x for floats
             x = x.astype(dt.int32)
-        x = -x
+        x = -x if x.dtype.is_floating else ~x
     if axis is not None and x.ndim == 0:
         axis = None
     return apply(OPS["argmax"], x, axis=axis, keepdims=keep)
@@ -199,4 +225,4 @@ def log_softmax(x, dim=None, *, axis=None):
 
 attach_methods(sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,
                softmax=softmax, log_softmax=log_softmax, prod=prod, logsumexp=logsumexp,
-               var=var, std=std)
+               var=var, std=std, all=all_, any=any_)

@@ -89,3 +89,13 @@ def test_one_hot_needs_num_classes(device):
     with pytest.raises(nr.ShapeError, match="num_classes"):
         nr.one_hot(nr.tensor([0, 2], device=device))
     assert torch.nn.functional.one_hot(torch.tensor([0, 2])).shape == (2, 3)
+
+
+def test_item_assignment_refused(device):
+    x = nr.zeros(3, device=device)
+    with pytest.raises(nr.DTypeError, match="masked_fill"):
+        x[0] = 1.0
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    t = torch.zeros(3)
+    t[0] = 1.0
+    assert t.tolist() == [1.0, 0.0, 0.0]
