@@ -30,6 +30,9 @@ from .ops.math_ops import (  # noqa: A004
     fix, floor, fmod, frac, ge, greater, greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf,
     isposinf, le, lerp, less, less_equal, log2, log10, logical_and, logical_not, logical_or,
     logical_xor, lt, nan_to_num, ne, not_equal, reciprocal, round, sinh, square, tan, trunc)
+from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, diag, diagonal, diff, dot,
+                             mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
+                             std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation
