@@ -30,7 +30,8 @@ from .ops.math_ops import (  # noqa: A004
     fix, floor, fmod, frac, ge, greater, greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf,
     isposinf, le, lerp, less, less_equal, log2, log10, logical_and, logical_not, logical_or,
     logical_xor, lt, nan_to_num, ne, not_equal, reciprocal, round, sinh, square, tan, trunc)
-from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, diag, diagonal, diff, dot,
+from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cumsum, diag,
+                             diagonal, diff, dot, logcumsumexp,
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
