@@ -34,6 +34,7 @@ from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cum
                              diagonal, diff, dot, logcumsumexp,
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
+from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation
