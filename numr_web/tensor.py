@@ -6,6 +6,8 @@ family module (numr_web/ops/*.py) attaches its methods next to the op's row, so 
 """
 from __future__ import annotations
 
+import itertools
+
 from . import dtypes as dt
 from . import host
 from . import shapes as sh
@@ -285,11 +287,68 @@ class Tensor:
 
     # -- autograd ----------------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad (torch's signature)."""
-        if inputs is not None:
-            raise NumrError("backward(inputs=...) is not supported; use nr.grad(out, inputs)")
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (torch's signature). inputs=[...]
+        limits that to the tensors listed (leaves or not; others' .grad stay as they are)."""
         g = check_grad_output(self, gradient)
-        run_backward([self], [g], None, create_graph, retain_graph)
+        if inputs is None:
+            run_backward([self], [g], None, create_graph, retain_graph)
+            return
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not inputs:
+            raise GradientError("backward(inputs=...) cannot be empty; leave it out to "
+                                "accumulate into every leaf")
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor) or not t.requires_grad:
+                raise GradientError(f"backward(inputs=...): input {i} must be a Tensor that "
+                                    f"requires grad, got {type(t).__name__}"
+                                    + ("" if not isinstance(t, Tensor) else
+                                       " with requires_grad=False"))
+        grads = run_backward([self], [g], inputs, create_graph, retain_graph, allow_unused=True)
+        for t, gt in zip(inputs, grads):
+            if gt is None:
+                continue
+            gt = gt if create_graph else gt._copy()
+            t.grad = gt if t.grad is None else \
+                (t.grad + gt if create_graph else (t.grad + gt).detach())
+            for hook in t._post_accumulate_hooks():
+                hook(t)
+
+    def register_hook(self, hook):
+        """hook(grad) runs when the gradient with respect to this tensor has been computed (for
+        a leaf: its total of the pass, before it is accumulated into .grad); it may return a
+        tensor to use instead. Returns a handle whose .remove() unregisters it."""
+        if not self.requires_grad:
+            raise GradientError("cannot register a hook on a tensor that does not require grad; "
+                                "call .requires_grad_() on the leaf first")
+        if not callable(hook):
+            raise NumrError(f"hook must be callable, got {type(hook).__name__}")
+        if self.grad_fn is None:
+            if self.__dict__.get("_grad_hooks") is None:
+                self._grad_hooks = {}
+            return _HookHandle(self._grad_hooks, hook)
+        node = self.grad_fn
+        if node.hooks is None:
+            node.hooks = {}
+        return _HookHandle(node.hooks.setdefault(self._out_index, {}), hook)
+
+    def retain_grad(self):
+        """Keep the gradient of this non-leaf tensor in .grad after backward (accumulating, as a
+        leaf's); a no-op on leaves."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise GradientError("can't retain_grad on a tensor that does not require grad")
+            return
+        if self.retains_grad:
+            return
+        node = self.grad_fn
+        if node.retained is None:
+            node.retained = {}
+        node.retained.setdefault(self._out_index, []).append(self)
+        self._retains_grad = True
+
+    @property
+    def retains_grad(self):
+        return self.grad_fn is not None and self.__dict__.get("_retains_grad", False)
 
     def register_post_accumulate_grad_hook(self, hook):
         """hook(tensor) runs each time backward has accumulated this leaf's .grad (when that
@@ -355,9 +414,13 @@ class _SizeCount(int):
 
 
 class _HookHandle:
+    """What register_*hook returns: .remove() unregisters the hook. Keys come from a counter
+    (an id() of a handle the caller dropped could be reused by the next one)."""
+    _next = itertools.count()
+
     def __init__(self, hooks, hook):
-        self._hooks = hooks
-        hooks[id(self)] = hook
+        self._hooks, self._key = hooks, next(_HookHandle._next)
+        hooks[self._key] = hook
 
     def remove(self):
-        self._hooks.pop(id(self), None)
+        self._hooks.pop(self._key, None)
