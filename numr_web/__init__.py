@@ -37,8 +37,8 @@ from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, n
 from .ops.indexing import embedding, flip, gather, index_select, masked_fill, tril, triu
 from .ops.nn_functional import cross_entropy, one_hot
 from .ops.normalization import dropout, layer_norm, rms_norm
-from .ops.torch_aliases import (bmm, clamp_max, clamp_min, get_default_dtype, is_tensor, mm,
-                                numel, square, t)
+from .ops.torch_aliases import (allclose, bmm, clamp_max, clamp_min, equal, get_default_dtype,
+                                is_tensor, mm, numel, repeat, square, t, unbind)
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
 from .serialization import load, save, save_bytes, save_bytes_async
@@ -59,6 +59,7 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
               "transpose", "unsqueeze", "flip", "gather", "index_select", "masked_fill", "tril",
               "triu", "dropout", "layer_norm", "rms_norm", "full_like", "zeros_like", "ones_like",
               "empty_like", "rand_like", "randn_like", "clamp_min", "clamp_max", "square", "t",
+              "unbind", "repeat",
               "cat", "concat", "stack"):
     globals()[_name] = _tensor_first(globals()[_name], _name)
 # the other activations of the ACT table as nr.<name>(x): nr.leaky_relu, nr.elu, nr.softplus, ...

@@ -208,3 +208,35 @@ def test_module_level_helpers(device):
     assert nr.numel(x) == torch.numel(tx)
     assert nr.get_default_dtype() is nr.float32
     assert nr.float32.is_floating_point and not nr.int32.is_floating_point
+
+
+@pytest.mark.parametrize("sizes", [(2, 1), (1, 3), (2, 2, 1), (3, 1, 2), ((2, 2),)])
+def test_repeat_and_its_gradient(device, sizes):
+    data = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    x = nr.tensor(data, device=device, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    y, ty = x.repeat(*sizes), tx.repeat(*sizes)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    w = np.arange(ty.numel(), dtype=np.float32).reshape(tuple(ty.shape))
+    (y * nr.tensor(w, device=device)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(nr.ShapeError):
+        x.repeat(2)
+
+
+def test_unbind_equal_allclose(device):
+    x, tx = _pair(device)
+    for d in (0, 1, -1):
+        assert [u.tolist() for u in x.unbind(d)] == [u.tolist() for u in tx.unbind(d)]
+    assert [u.tolist() for u in nr.unbind(x)] == [u.tolist() for u in torch.unbind(tx)]
+    y, ty = x + 1e-6, tx + 1e-6
+    assert nr.allclose(x, y) == torch.allclose(tx, ty)
+    assert nr.allclose(x, y, atol=0, rtol=1e-9) == torch.allclose(tx, ty, atol=0, rtol=1e-9)
+    nan = [float("nan"), float("inf"), 1.0]
+    a, ta = nr.tensor(nan, device=device), torch.tensor(nan)
+    assert nr.allclose(a, a) == torch.allclose(ta, ta)
+    assert nr.allclose(a, a, equal_nan=True) == torch.allclose(ta, ta, equal_nan=True)
+    assert nr.equal(x, x) and torch.equal(tx, tx)
+    assert nr.equal(x, x[0]) == torch.equal(tx, tx[0])
+    assert x.equal(x + 0) and not x.equal(x + 1)
