@@ -329,6 +329,41 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return result
 
 
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """torch.autograd.backward: sum of the tensors' gradients accumulated into the leaves' .grad
+    (or, with inputs=, into those tensors' .grad only)."""
+    tensors = [tensors] if _is_tensor(tensors) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif _is_tensor(grad_tensors):
+        grad_tensors = [grad_tensors]
+    if len(grad_tensors) != len(tensors):
+        raise GradientError(f"backward(): {len(tensors)} tensors but {len(grad_tensors)} "
+                            "grad_tensors")
+    gos = [check_grad_output(t, g) for t, g in zip(tensors, grad_tensors)]
+    if inputs is None:
+        run_backward(tensors, gos, None, create_graph, retain_graph)
+        return
+    inputs = [inputs] if _is_tensor(inputs) else list(inputs)
+    if not inputs:
+        raise GradientError("backward(inputs=...) cannot be empty; leave it out to accumulate "
+                            "into every leaf")
+    for i, t in enumerate(inputs):
+        if not _is_tensor(t) or not t.requires_grad:
+            raise GradientError(f"backward(inputs=...): input {i} must be a Tensor that requires "
+                                f"grad, got {type(t).__name__}"
+                                + (" with requires_grad=False" if _is_tensor(t) else ""))
+    grads = run_backward(tensors, gos, inputs, create_graph, retain_graph, allow_unused=True)
+    for t, g in zip(inputs, grads):
+        if g is None:
+            continue
+        g = g if create_graph else g._copy()
+        total = g if t.grad is None else t.grad + g
+        t.grad = total if create_graph else total.detach()
+        for hook in t._post_accumulate_hooks():
+            hook(t)
+
+
 def _is_tensor(x):
     return hasattr(x, "_data") and hasattr(x, "grad_fn")
 

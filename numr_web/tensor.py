@@ -11,7 +11,7 @@ import itertools
 from . import dtypes as dt
 from . import host
 from . import shapes as sh
-from .autograd import apply, attach, check_grad_output, run_backward
+from .autograd import apply, attach, backward
 from .backends import get_backend, normalize_device
 from .errors import DTypeError, GradientError, IndexOutOfRangeError, NumrError, ShapeError
 from .formatting import format_tensor
@@ -114,6 +114,8 @@ class Tensor:
         if not isinstance(value, bool):
             raise GradientError(f"requires_grad must be True or False, got {value!r}")
         if self.grad_fn is not None:
+            if value:                  # a non-leaf requires grad already (torch: a no-op)
+                return
             raise GradientError("requires_grad can only be changed on leaf tensors; use "
                                 "t.detach() to get a tensor outside the graph")
         if value and not self.dtype.is_floating:
@@ -289,29 +291,7 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's .grad (torch's signature). inputs=[...]
         limits that to the tensors listed (leaves or not; others' .grad stay as they are)."""
-        g = check_grad_output(self, gradient)
-        if inputs is None:
-            run_backward([self], [g], None, create_graph, retain_graph)
-            return
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-        if not inputs:
-            raise GradientError("backward(inputs=...) cannot be empty; leave it out to "
-                                "accumulate into every leaf")
-        for i, t in enumerate(inputs):
-            if not isinstance(t, Tensor) or not t.requires_grad:
-                raise GradientError(f"backward(inputs=...): input {i} must be a Tensor that "
-                                    f"requires grad, got {type(t).__name__}"
-                                    + ("" if not isinstance(t, Tensor) else
-                                       " with requires_grad=False"))
-        grads = run_backward([self], [g], inputs, create_graph, retain_graph, allow_unused=True)
-        for t, gt in zip(inputs, grads):
-            if gt is None:
-                continue
-            gt = gt if create_graph else gt._copy()
-            t.grad = gt if t.grad is None else \
-                (t.grad + gt if create_graph else (t.grad + gt).detach())
-            for hook in t._post_accumulate_hooks():
-                hook(t)
+        backward([self], [gradient], retain_graph, create_graph, inputs)
 
     def register_hook(self, hook):
         """hook(grad) runs when the gradient with respect to this tensor has been computed (for

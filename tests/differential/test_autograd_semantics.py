@@ -208,3 +208,36 @@ def test_detach_and_requires_grad_(device):
     assert i.requires_grad_(False) is i
     f = nr.tensor([1.0], device=device).requires_grad_()
     assert f.requires_grad and f.is_leaf
+
+
+def test_autograd_backward_of_several_tensors(device):
+    x, tx = _leaf(device)
+    w, tw = _leaf(device, [2.0, 3.0, 4.0])
+    g1, tg1 = nr.tensor([1.0, 2.0, 3.0], device=device), torch.tensor([1.0, 2.0, 3.0])
+    nr.autograd.backward([x * w, (x * x).sum()], [g1, None])
+    torch.autograd.backward([tx * tw, (tx * tx).sum()], [tg1, None])
+    _eq(x.grad, tx.grad)
+    _eq(w.grad, tw.grad)
+    nr.autograd.backward([x.exp()], [g1], inputs=[w])      # w unused: nothing accumulates
+    torch.autograd.backward([tx.exp()], [tg1], inputs=[tw])
+    _eq(w.grad, tw.grad)
+    y = (x * 3).sum()
+    with nr.no_grad():                                      # grad mode does not matter here
+        y.backward(inputs=[x])
+    ty = (tx * 3).sum()
+    with torch.no_grad():
+        ty.backward(inputs=[tx])
+    _eq(x.grad, tx.grad)
+    with pytest.raises(nr.GradientError):
+        nr.autograd.backward([x * 2], [g1, g1])
+
+
+def test_requires_grad_true_on_a_non_leaf_is_a_no_op(device):
+    x, tx = _leaf(device)
+    y, ty = x * 2, tx * 2
+    assert y.requires_grad_() is y and ty.requires_grad_() is ty
+    y.requires_grad = True
+    with pytest.raises(RuntimeError):
+        ty.requires_grad = False
+    with pytest.raises(nr.GradientError):
+        y.requires_grad = False
