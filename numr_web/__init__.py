@@ -23,7 +23,7 @@ from .generator import (Generator, default_generator, get_rng_state, initial_see
                         seed, set_rng_state)
 from .tensor import Size, Tensor
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, full, full_like,
-                       linspace, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros,
+                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
                        zeros_like)
 from .ops.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
@@ -46,6 +46,7 @@ from .capture import capture
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
+float, double, half, int = float32, float64, float16, int32  # noqa: A001  (torch.float ...)
 cat = concat
 clip = clamp
 

@@ -256,6 +256,47 @@ def _size_kw(kw, name):
     return size_kw
 
 
+def randint(*args, size=None, low=None, high=None, seed=None, generator=None, dtype=None,
+            device=None, requires_grad=False):
+    """Integers uniform in [low, high) (torch.randint(high, size) / randint(low, high, size));
+    int32 by default, the widest integer dtype here."""
+    pos = list(args)
+    if size is None and pos and isinstance(pos[-1], (tuple, list)):
+        size = pos.pop()
+    if len(pos) == 2:
+        low, high = pos
+    elif len(pos) == 1:
+        low, high = (0 if low is None else low), pos[0]
+    elif pos:
+        raise ShapeError(f"randint expects (high, size) or (low, high, size), got {len(args)} "
+                         "positional arguments")
+    low = 0 if low is None else low
+    if high is None or size is None:
+        raise ShapeError("randint needs high and size: randint(10, (2, 3)) or "
+                         "randint(0, 10, (2, 3))")
+    low, high = sh.as_int(low, "randint: low"), sh.as_int(high, "randint: high")
+    if not low < high:
+        raise ShapeError(f"randint: low must be less than high, got low={low}, high={high}")
+    if not (host.INT32_MIN <= low and high - 1 <= host.INT32_MAX):
+        raise DTypeError(f"randint: [{low}, {high}) goes beyond int32 (-2**31..2**31-1), the "
+                         "widest integer dtype")
+    device = normalize_device(device)
+    n = high - low
+    wide = dt.float32 if device == "webgpu" else dt.float64      # WGSL has no float64
+    if n > 2 ** 24 and wide is dt.float32:
+        raise BackendLimitError(f"randint on webgpu draws through float32: the range {n} must be "
+                                "at most 2**24")
+    u = rand(tuple(size), seed=seed, generator=generator, dtype=wide, device=device)
+    k = (u * n).clamp(max=n - 1)              # u * n may round up to n
+    if n <= host.INT32_MAX:                   # floor(k) by truncation (k >= 0), then + low
+        out = k.astype(dt.int32)
+        out = out + low if low else out
+    else:                                     # k beyond int32 (cpu/cuda, float64): shift first
+        out = (k - k % 1 + low).astype(dt.int32)
+    out = out.astype(dtype) if dtype is not None else out
+    return _finish(out, requires_grad)
+
+
 def rand_like(x, dtype=None, device=None, requires_grad=False, seed=None, generator=None):
     return rand(x.shape, seed=seed, generator=generator, dtype=dtype or x.dtype,
                 device=device or x.device, requires_grad=requires_grad)

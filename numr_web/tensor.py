@@ -385,6 +385,9 @@ class _SizeCount(int):
         self._shape = tuple(shape)
         return self
 
+    def __reduce__(self):
+        return (int, (int(self),))
+
     def __call__(self, dim=None):
         if dim is None:
             return Size(self._shape)

@@ -240,3 +240,30 @@ def test_unbind_equal_allclose(device):
     assert nr.equal(x, x) and torch.equal(tx, tx)
     assert nr.equal(x, x[0]) == torch.equal(tx, tx[0])
     assert x.equal(x + 0) and not x.equal(x + 1)
+
+
+def test_randint_forms_range_and_seed(device):
+    assert nr.randint(10, (2, 3), device=device).shape == torch.randint(10, (2, 3)).shape
+    assert nr.randint(3, 7, (4,), device=device).dtype is nr.int32
+    assert nr.randint(0, 5, size=(3,), device=device, dtype="float32").dtype is nr.float32
+    nr.manual_seed(3)
+    a = nr.randint(-5, 5, (4000,), device=device).numpy()
+    assert a.min() == -5 and a.max() == 4          # every value reached, none outside
+    nr.manual_seed(3)
+    np.testing.assert_array_equal(nr.randint(-5, 5, (4000,), device=device).numpy(), a)
+    counts = np.bincount(a + 5, minlength=10)
+    assert counts.min() > 300                      # about 400 each
+    if device != "webgpu":
+        w = nr.randint(-2 ** 31, 2 ** 31 - 1, (1000,), device=device).numpy()
+        assert w.min() < -2 ** 30 and w.max() > 2 ** 30
+    with pytest.raises(nr.ShapeError):
+        nr.randint(5, 5, (2,), device=device)
+    with pytest.raises(nr.DTypeError):
+        nr.randint(0, 2 ** 40, (2,), device=device)
+
+
+def test_torch_dtype_names():
+    assert (nr.float, nr.double, nr.half, nr.int, nr.bool) == (
+        nr.float32, nr.float64, nr.float16, nr.int32, nr.bool_)
+    assert str(torch.float) == "torch.float32" and str(torch.int) == "torch.int32"
+    assert pickle.loads(pickle.dumps(nr.ones(2).size)) == 2
