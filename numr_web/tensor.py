@@ -215,6 +215,8 @@ class Tensor:
                 moved = Tensor._wrap(dst.transfer_from(out._backend, out._data), out.dtype,
                                      device, dst)
                 out = attach(moved._data, OPS["to_device"], (out,), {"device": device}, moved)
+        if copy and out is self:
+            out = out.clone()                  # a fresh buffer, still in the graph
         return out
 
     def cpu(self): return self.to("cpu")

@@ -267,3 +267,14 @@ def test_torch_dtype_names():
         nr.float32, nr.float64, nr.float16, nr.int32, nr.bool_)
     assert str(torch.float) == "torch.float32" and str(torch.int) == "torch.int32"
     assert pickle.loads(pickle.dumps(nr.ones(2).size)) == 2
+
+
+def test_to_copy_gives_a_fresh_tensor_in_the_graph(device):
+    x = nr.tensor([1.0, 2.0], device=device, requires_grad=True)
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert x.to(device) is x and tx.to("cpu") is tx
+    y, ty = x.to(device, copy=True), tx.to("cpu", copy=True)
+    assert y is not x and ty is not tx and y.requires_grad == ty.requires_grad
+    (y * 3).sum().backward()
+    (ty * 3).sum().backward()
+    assert x.grad.tolist() == tx.grad.tolist()
