@@ -6,6 +6,8 @@ a private stream (`rand(..., generator=g)`).
 A generator hands each random op a 63-bit seed from one host stream; the device turns that seed
 into the values (numpy's PCG64 on cpu/cuda, a counter-based hash in WGSL), so one seed gives the
 same values on one device, and the same sequence of ops after `manual_seed` repeats exactly.
+As torch's, the default generator starts from a seed drawn from the OS (each process draws other
+numbers until `manual_seed`), and a new `Generator()` from a fixed one (DEFAULT_SEED, torch's).
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ import random as _random
 
 from . import shapes as sh
 from .errors import DTypeError, ShapeError
+
+
+DEFAULT_SEED = 67280421310721          # torch.initial_seed() of a fresh process
 
 
 class Generator:
@@ -23,7 +28,7 @@ class Generator:
     def __init__(self, device="cpu"):
         self.device = device
         self._rng = _random.Random()
-        self.seed()
+        self.manual_seed(DEFAULT_SEED)
 
     def manual_seed(self, seed):
         seed = sh.as_int(seed, "seed")
@@ -58,6 +63,7 @@ class Generator:
 
 
 default_generator = Generator()
+default_generator.seed()
 
 
 def manual_seed(seed):

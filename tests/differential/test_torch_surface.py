@@ -278,3 +278,11 @@ def test_to_copy_gives_a_fresh_tensor_in_the_graph(device):
     (y * 3).sum().backward()
     (ty * 3).sum().backward()
     assert x.grad.tolist() == tx.grad.tolist()
+
+
+def test_generator_start_seeds_as_torch():
+    assert nr.Generator().initial_seed() == torch.Generator().initial_seed()
+    a = nr.rand(4, generator=nr.Generator()).numpy()
+    np.testing.assert_array_equal(nr.rand(4, generator=nr.Generator()).numpy(), a)
+    s = nr.seed()                                # the default one: reseeded from the OS
+    assert nr.initial_seed() == s
