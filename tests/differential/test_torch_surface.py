@@ -286,3 +286,20 @@ def test_generator_start_seeds_as_torch():
     np.testing.assert_array_equal(nr.rand(4, generator=nr.Generator()).numpy(), a)
     s = nr.seed()                                # the default one: reseeded from the OS
     assert nr.initial_seed() == s
+
+
+def test_like_constructors_match_torch(device):
+    x, tx = nr.tensor([1, 2, 3], device=device), torch.tensor([1, 2, 3], dtype=torch.int32)
+    for fn, tfn, args in ((nr.full_like, torch.full_like, (2.7,)), (nr.zeros_like, torch.zeros_like, ()),
+                          (nr.ones_like, torch.ones_like, ()), (nr.full_like, torch.full_like, (True,))):
+        got, want = fn(x, *args), tfn(tx, *args)
+        assert got.tolist() == want.tolist() and got.dtype is nr.int32 and got.device == device
+        got = fn(x, *args, dtype="float32")
+        assert got.tolist() == tfn(tx, *args, dtype=torch.float32).tolist()
+    with pytest.raises(NotImplementedError):
+        torch.rand_like(tx)
+    with pytest.raises(nr.DTypeError):
+        nr.rand_like(x)
+    assert nr.randn_like(x, dtype="float32").dtype is nr.float32
+    y = nr.zeros_like(x.astype("float32"), requires_grad=True)
+    assert y.requires_grad and y.is_leaf
