@@ -27,17 +27,24 @@ def is_create_graph():
 class _Mode(contextlib.ContextDecorator):
     """A grad-mode switch usable as a context manager and as a decorator (torch's classes)."""
 
+    def __new__(cls, *args):
+        # torch's bare decorator form: @nr.no_grad (no parentheses) decorates the function
+        if len(args) == 1 and callable(args[0]) and not isinstance(args[0], bool):
+            return cls()(args[0])
+        return super().__new__(cls)
+
     def __init__(self, mode=True):
         self.mode = bool(mode)
+        self._stack = []
 
     def _recreate_cm(self):
         return type(self)(self.mode)
 
     def __enter__(self):
-        self._tokens = _switch(self._flags())
+        self._stack.append(_switch(self._flags()))    # one instance may be entered nested
 
     def __exit__(self, *exc):
-        for var, token in reversed(self._tokens):
+        for var, token in reversed(self._stack.pop()):
             var.reset(token)
         return False
 
@@ -53,7 +60,7 @@ class no_grad(_Mode):
     """Disable graph recording inside the block or the decorated function (inference,
     optimizer updates)."""
 
-    def __init__(self):
+    def __init__(self, *_func):
         super().__init__(False)
 
     def _recreate_cm(self):
@@ -63,7 +70,7 @@ class no_grad(_Mode):
 class enable_grad(_Mode):
     """Enable graph recording inside the block (inside a no_grad region, say)."""
 
-    def __init__(self):
+    def __init__(self, *_func):
         super().__init__(True)
 
     def _recreate_cm(self):

@@ -241,3 +241,28 @@ def test_requires_grad_true_on_a_non_leaf_is_a_no_op(device):
         ty.requires_grad = False
     with pytest.raises(nr.GradientError):
         y.requires_grad = False
+
+
+def test_bare_decorators_and_one_instance_entered_twice(device):
+    x = nr.tensor([1.0], device=device, requires_grad=True)
+
+    @nr.no_grad
+    def f():
+        return (x * 2).requires_grad
+
+    @torch.no_grad
+    def tf():
+        return torch.is_grad_enabled()
+
+    @nr.inference_mode
+    def h():
+        return nr.is_inference_mode_enabled()
+    assert f() is False and tf() is False and h() is True and nr.is_grad_enabled()
+    ng = nr.no_grad()
+    with ng:
+        with nr.enable_grad():
+            with ng:
+                assert not nr.is_grad_enabled()
+            assert nr.is_grad_enabled()
+        assert not nr.is_grad_enabled()
+    assert nr.is_grad_enabled()
