@@ -50,6 +50,7 @@ from .ops.normalization import dropout, layer_norm, rms_norm
 from .ops.torch_aliases import clamp_max, clamp_min, get_default_dtype, is_tensor, numel, t
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
+from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
 from . import nn  # noqa: F401

@@ -22,7 +22,7 @@ class Node:
     inputs that need no gradient), `.saved_tensors`, and `.next_functions` like torch's."""
 
     __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "hooks",
-                 "retained", "__weakref__")
+                 "retained", "versions", "edges", "__weakref__")
 
     def __init__(self, op, args, attrs, outs, saved, out_dtypes):
         self.op, self.args, self.attrs = op, args, attrs
@@ -32,6 +32,10 @@ class Node:
         self.released = False
         self.hooks = None             # {output index: {handle id: fn}}: t.register_hook on outputs
         self.retained = None          # {output index: [tensor]}: t.retain_grad() on outputs
+        self.versions = tuple(a._version for a in args)     # to catch a later in-place write
+        # each input's place in the graph as it was here: an in-place write re-points the
+        # tensor object at a new node, but this node's gradient belongs to the old one
+        self.edges = tuple((a.grad_fn, a._out_index, a.requires_grad) for a in args)
 
     @property
     def name(self):
@@ -39,10 +43,24 @@ class Node:
 
     @property
     def inputs(self):
-        return tuple(a.grad_fn if a.grad_fn is not None else (a if a.requires_grad else None)
-                     for a in self.args)
+        return tuple(fn if fn is not None else (a if rg else None)
+                     for a, (fn, _, rg) in zip(self.args, self.edges))
 
     next_functions = inputs
+
+    def _check_versions(self):
+        """An input written in place after this node recorded it (x.add_(...), x[i] = v) would
+        feed the VJP its new values: refuse, as torch does, where the VJP reads them."""
+        if not self.op.vjp_reads_saved:
+            return
+        for a, v in zip(self.args, self.versions):
+            now = getattr(a, "_version", v)           # a released node's edges keep no data
+            if now != v:
+                raise GradientError(
+                    f"{self.name}: one of the tensors needed for gradient computation was "
+                    f"modified by an in-place operation (a tensor of shape {a.shape} is at "
+                    f"version {now}; expected version {v}). Compute the new value out of place "
+                    "(x = x + y) or .clone() the tensor before writing to it")
 
     def _check_alive(self):
         if self.released:
@@ -81,7 +99,8 @@ class Node:
     def release(self):
         """Free what the node saved (backward without retain_graph); the graph's edges stay."""
         self.outs = self.saved = None
-        self.args = tuple(_Edge(a) if a.grad_fn is not None else a for a in self.args)
+        self.args = tuple(_Edge(a, fn, i) if fn is not None else a
+                          for a, (fn, i, _) in zip(self.args, self.edges))
         self.released = True
 
     def __repr__(self):
@@ -92,8 +111,8 @@ class _Edge:
     """What a released node keeps of a non-leaf input: enough to walk the graph, no data."""
     __slots__ = ("grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device")
 
-    def __init__(self, t):
-        self.grad_fn, self._out_index = t.grad_fn, getattr(t, "_out_index", 0)
+    def __init__(self, t, grad_fn, out_index):
+        self.grad_fn, self._out_index = grad_fn, out_index
         self.requires_grad, self.shape, self.dtype, self.device = \
             t.requires_grad, t.shape, t.dtype, t.device
 
@@ -144,12 +163,11 @@ def _topo_order(roots):
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            for a in node.args:
-                fn = a.grad_fn
+            for a, (fn, _, rg) in zip(node.args, node.edges):
                 if fn is not None:
                     if id(fn) not in seen:
                         stack.append((fn, False))
-                elif a.requires_grad:
+                elif rg:
                     leaf_uses[id(a)] = leaf_uses.get(id(a), 0) + 1
     order.reverse()
     return order, leaf_uses
@@ -198,15 +216,16 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
                         captured[(id(node), i)] = g
             if node.released and node.op.vjp_reads_saved:
                 node._check_alive()
+            node._check_versions()
             grads = node.op.vjp(node, gs[0] if n_out == 1 else tuple(gs))
-            for a, ga in zip(node.args, grads):
-                if ga is None or not a.requires_grad:
+            for a, ga, (fn, index, rg) in zip(node.args, grads, node.edges):
+                if ga is None or not rg:
                     continue
                 if ga.shape != a.shape:
                     raise GradientError(f"internal: {node.name} produced a gradient of shape "
                                         f"{ga.shape} for an input of shape {a.shape}")
-                if a.grad_fn is not None:
-                    _add(node_grads, (id(a.grad_fn), getattr(a, "_out_index", 0)), ga)
+                if fn is not None:
+                    _add(node_grads, (id(fn), index), ga)
                 else:
                     _add(leaf_grads, id(a), ga)
                     leaves[id(a)] = a
@@ -271,8 +290,8 @@ def _node_hooks(node, i, g, create_graph):
 
 def _settle(node, leaf_uses, leaf_grads, leaf_done):
     """Count the node's edges into leaves as delivered; finish the leaves that got all of theirs."""
-    for a in node.args:
-        if a.grad_fn is None and a.requires_grad:
+    for a, (fn, _, rg) in zip(node.args, node.edges):
+        if fn is None and rg:
             k = id(a)
             leaf_uses[k] -= 1
             if leaf_uses[k] == 0 and k in leaf_grads:

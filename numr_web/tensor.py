@@ -24,6 +24,7 @@ class Tensor:
     _requires_grad = False
     _grad = None
     _out_index = 0
+    _version = 0                  # bumped by each in-place write (ops/inplace.py)
     _hooks = None
     grad_fn = None
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to our operators
@@ -353,7 +354,8 @@ class Tensor:
 
 
 _OWN_FIELDS = frozenset(("_data", "dtype", "device", "_backend", "_requires_grad", "_grad",
-                         "grad_fn", "_out_index", "_hooks", "_grad_hooks", "_retains_grad"))
+                         "grad_fn", "_out_index", "_hooks", "_grad_hooks", "_retains_grad",
+                         "_version"))
 
 
 def _rebuild(raw, shape, dtype_name, device, requires_grad, grad=None, extra=None):

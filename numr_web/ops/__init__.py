@@ -8,6 +8,13 @@ public function and the Tensor methods it provides:
     linalg.py         matmul, matmul_bias_activation (the fused layer)
     shape_ops.py      reshape permute expand indexing concat stack
     nn_functional.py  one_hot, cross_entropy
+    math_ops.py       rounding, exp2/log2/log10, tan, hyperbolic and inverse trig, fmod, atan2, and
+                      torch's predicates (isnan, isclose, ...) and comparison functions
+    composites.py     torch functions made of the ops above: movedim, roll, tile, mm, norm, cumsum ...
+    sorting.py        argsort (a backend primitive or a bitonic network), sort, topk, median
+    inplace.py        x.add_(y), x += y, x[i] = v: a write re-points the tensor object (versions
+                      checked by autograd)
+    torch_aliases.py  torch's other names: t(), mH, clamp_min, is_tensor, numel
 
 This package file imports nothing, so backends can read registry.py and activations.py (leaves)
 without importing the tensor layer; numr_web/__init__.py imports the families.

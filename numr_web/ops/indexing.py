@@ -194,13 +194,6 @@ def _flat(v):
     return out
 
 
-def setitem(x, index, value):
-    """Tensors are values here (autograd keeps no version counters to catch an in-place write
-    to a saved tensor), so item assignment is refused with the way to build the result."""
-    raise DTypeError("tensors do not support item assignment (x[...] = v); build the new tensor "
-                     "instead: x.masked_fill(mask, v), nr.where(mask, v, x) or nr.cat([...])")
-
-
-attach_methods(__getitem__=getitem, __setitem__=setitem, gather=gather,
+attach_methods(__getitem__=getitem, gather=gather,
                index_select=index_select, flip=flip, tril=tril, triu=triu,
                masked_fill=masked_fill)

@@ -98,14 +98,18 @@ def test_one_hot_needs_num_classes(device):
     assert torch.nn.functional.one_hot(torch.tensor([0, 2])).shape == (2, 3)
 
 
-def test_item_assignment_refused(device):
-    x = nr.zeros(3, device=device)
-    with pytest.raises(nr.DTypeError, match="masked_fill"):
-        x[0] = 1.0
-    assert x.tolist() == [0.0, 0.0, 0.0]
-    t = torch.zeros(3)
-    t[0] = 1.0
-    assert t.tolist() == [1.0, 0.0, 0.0]
+def test_in_place_writes_rebind_the_object_not_earlier_views(device):
+    x = nr.zeros((2, 3), device=device)
+    alias, view = x, x[0]
+    x[0, 1] = 1.0
+    x += 1
+    assert alias.tolist() == [[1.0, 2.0, 1.0], [1.0, 1.0, 1.0]]     # the same object: changed
+    assert view.tolist() == [0.0, 0.0, 0.0]                           # an earlier view: not
+    t = torch.zeros((2, 3))
+    tv = t[0]
+    t[0, 1] = 1.0
+    t += 1
+    assert tv.tolist() == [1.0, 2.0, 1.0]                             # torch writes through
 
 
 def test_size_attribute_is_the_element_count(device):
