@@ -237,7 +237,9 @@ ACT = {a.name: a for a in (
                lambda xp, z: (z > 0).astype(z.dtype), _zeros,
                d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, 0).astype(dy.dtype, copy=False),
                ds=_zeros),
-        wgsl=Code("select(z, 0.0, z < 0.0)", "select(0.0, 1.0, z > 0.0)", "0.0",
+        # (the NaN test keeps NVIDIA's Vulkan compiler from turning the select into max(z, 0),
+        # which gives 0 for NaN)
+        wgsl=Code("select(z, 0.0, z < 0.0 && !isnan_f(z))", "select(0.0, 1.0, z > 0.0)", "0.0",
                   d1="select(0.0, dy, s > 0.0)", ds="0.0"),
         cuda=Code("z < C(0) ? C(0) : z", "z > C(0) ? C(1) : C(0)", "C(0)",
                   d1="s > C(0) ? dy : C(0)", ds="C(0)")),
