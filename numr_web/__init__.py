@@ -31,7 +31,9 @@ from .ops.linalg import matmul, matmul_bias_activation
 from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, narrow, permute,
                             reshape, split, squeeze, stack, transpose, unsqueeze)
 from .ops.indexing import embedding, flip, gather, index_select, masked_fill, tril, triu
-from .ops.nn_functional import cross_entropy, one_hot
+from .ops.nn_functional import cross_entropy, nll_loss, one_hot
+from .ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,
+                         l1_loss, mse_loss, smooth_l1_loss)
 from .ops.normalization import dropout, layer_norm, manual_seed, rms_norm
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d

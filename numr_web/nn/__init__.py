@@ -13,6 +13,8 @@ from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .functional import cross_entropy  # noqa: F401
 from .linear import MLP, Flatten, Identity, Linear  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,  # noqa: F401
+                   L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
 from .sparse import Embedding  # noqa: F401

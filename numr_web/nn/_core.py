@@ -13,7 +13,9 @@ from ..ops.elementwise import (activation, gelu, maximum, minimum, relu,  # noqa
                                sigmoid, silu, sqrt, tanh, where)
 from ..ops.indexing import embedding  # noqa: F401
 from ..ops.linalg import matmul, matmul_bias_activation  # noqa: F401
-from ..ops.nn_functional import cross_entropy, one_hot  # noqa: F401
+from ..ops.nn_functional import cross_entropy, legacy_reduction, nll_loss, one_hot  # noqa: F401
+from ..ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+                          huber_loss, kl_div, l1_loss, mse_loss, smooth_l1_loss)
 from ..ops.normalization import dropout, layer_norm, rms_norm  # noqa: F401
 from ..ops.reductions import log_softmax, softmax  # noqa: F401
 from ..ops.shape_ops import concat, stack  # noqa: F401

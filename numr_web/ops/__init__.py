@@ -7,7 +7,8 @@ public function and the Tensor methods it provides:
     reductions.py     sum mean max min, argmax argmin, softmax log_softmax
     linalg.py         matmul, matmul_bias_activation (the fused layer)
     shape_ops.py      reshape permute expand indexing concat stack
-    nn_functional.py  one_hot, cross_entropy
+    nn_functional.py  one_hot, nll_loss, cross_entropy
+    losses.py         mse, l1, smooth L1, Huber, binary cross entropy (+ with logits), KL divergence
 
 This package file imports nothing, so backends can read registry.py and activations.py (leaves)
 without importing the tensor layer; numr_web/__init__.py imports the families.
