@@ -6,4 +6,6 @@ from ._core import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_
                     huber_loss, kl_div, l1_loss, layer_norm, log_softmax, max_pool2d, mse_loss,
                     nll_loss, one_hot, relu, rms_norm, scaled_dot_product_attention, sigmoid,
                     silu, smooth_l1_loss, softmax, tanh)
+from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # noqa: F401
+                         softplus)
 from .linear import linear  # noqa: F401
