@@ -36,7 +36,8 @@ from .ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits,
                          l1_loss, mse_loss, smooth_l1_loss)
 from .ops.normalization import dropout, layer_norm, manual_seed, rms_norm
 from .ops.attention import scaled_dot_product_attention
-from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
+from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bias_activation,
+                              max_pool2d)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
 from . import nn  # noqa: F401

@@ -11,7 +11,7 @@ from .activation import (ELU, GELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, 
 from .attention import MultiheadAttention  # noqa: F401
 from .containers import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                          Sequential)
-from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
+from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .functional import cross_entropy  # noqa: F401
 from .linear import MLP, Flatten, Identity, Linear, Unflatten  # noqa: F401

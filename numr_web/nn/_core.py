@@ -8,7 +8,8 @@ from ..errors import DTypeError, IndexOutOfRangeError, NumrError, ShapeError  # 
 from ..gradmode import enable_grad, no_grad  # noqa: F401
 from ..ops.activations import get_act  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
-from ..ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d  # noqa: F401
+from ..ops.convolution import (PADDING_MODES, adaptive_avg_pool2d, avg_pool2d,  # noqa: F401
+                               conv2d, conv2d_bias_activation, max_pool2d)
 from ..ops.elementwise import (activation, expm1, gelu, maximum, minimum,  # noqa: F401
                                relu, sigmoid, silu, sqrt, tanh, where)
 from ..ops.indexing import embedding  # noqa: F401
