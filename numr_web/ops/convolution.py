@@ -11,7 +11,7 @@ from ..creation import full, tensor, zeros
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import check_same_device
-from .elementwise import activation
+from .elementwise import activation as _activation
 from .indexing import gather, index_select
 from .linalg import matmul, matmul_bias_activation
 from .shape_ops import concat
@@ -109,7 +109,7 @@ def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, pa
     y = y.permute(0, 1, 3, 2).reshape(n, o, oh, ow)
     if bias is not None:
         y = y + bias.reshape(1, o, 1, 1)
-    return y if act.name == "none" else activation(y, act.name)
+    return y if act.name == "none" else _activation(y, act.name)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros"):

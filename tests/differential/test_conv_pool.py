@@ -142,3 +142,11 @@ def test_pool_errors(device):
         F.avg_pool2d(x, 5)
     with pytest.raises(nr.ShapeError, match="output_size"):
         F.adaptive_avg_pool2d(x, (1, 2, 3))
+
+
+def test_grouped_conv_with_fused_activation(device):
+    r = np.random.default_rng(6)
+    x, w, b = r.normal(size=(2, 4, 5, 5)), r.normal(size=(6, 2, 3, 3)), r.normal(size=6)
+    _both(device, lambda a, c, d: nr.conv2d_bias_activation(a, c, d, "relu", padding=1, groups=2),
+          lambda a, c, d: torch.relu(TF.conv2d(a, c, d, padding=1, groups=2)), [x, w, b],
+          grad=(0, 1, 2), rtol=1e-5, atol=1e-5)
