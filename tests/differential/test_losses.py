@@ -252,3 +252,43 @@ def test_bce_input_outside_0_1_is_reported_at_readback(device):
         F.binary_cross_entropy(p, nr.tensor([0.0, 1.0], device=device)).item()
     with pytest.raises(RuntimeError):
         TF.binary_cross_entropy(torch.tensor([0.5, 1.5]), torch.tensor([0.0, 1.0]))
+
+
+SECOND = [
+    ("binary_cross_entropy", np.array([0.2, 0.5, 0.9, 0.999]), np.array([0.0, 1.0, 0.3, 1.0])),
+    ("binary_cross_entropy_with_logits", np.array([-3.0, 0.0, 2.5, 40.0]),
+     np.array([1.0, 0.5, 0.0, 1.0])),
+    ("smooth_l1_loss", np.array([-3.0, 0.1, 2.5, 0.0]), np.array([1.0, 0.5, 0.0, 0.2])),
+    ("kl_div", np.log(np.array([0.1, 0.2, 0.3, 0.4])), np.array([0.25, 0.25, 0.5, 0.0])),
+]
+
+
+@pytest.mark.parametrize("name,x,y", SECOND, ids=[s[0] for s in SECOND])
+def test_second_derivatives_match_torch(name, x, y):
+    """create_graph through the losses (the binary cross entropies' own VJPs included), float64."""
+    xs, ys = nr.tensor(x, requires_grad=True), nr.tensor(y, requires_grad=True)
+    g, = nr.grad(getattr(F, name)(xs, ys, reduction="sum"), [xs], create_graph=True)
+    (g * g).sum().backward()
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.tensor(y, requires_grad=True)
+    gt, = torch.autograd.grad(getattr(TF, name)(xt, yt, reduction="sum"), [xt], create_graph=True)
+    (gt * gt).sum().backward()
+    # torch's double backward of binary_cross_entropy adds eps = 1e-12 to p and 1 - p: its
+    # second derivatives are off by about 1e-12 / min(p, 1 - p), relatively (2e-9 at p = 0.999)
+    rtol = 1e-8 if name == "binary_cross_entropy" else 1e-12
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-13, atol=1e-15)
+    for ours, ref in ((xs, xt), (ys, yt)):                 # None: no path, a zero gradient
+        got = np.zeros_like(x) if ours.grad is None else ours.grad.numpy()
+        want = np.zeros_like(x) if ref.grad is None else ref.grad.numpy()
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-14)
+
+
+def test_float64_values_match_torch_to_the_ulp():
+    r = _rng(8)
+    x, y = r.normal(size=(3, 5)) * 3, r.uniform(0, 1, (3, 5))
+    p = r.uniform(0, 1, (3, 5))
+    for name, a in (("mse_loss", x), ("l1_loss", x), ("smooth_l1_loss", x), ("huber_loss", x),
+                    ("binary_cross_entropy_with_logits", x), ("binary_cross_entropy", p)):
+        got = getattr(F, name)(nr.tensor(a), nr.tensor(y), reduction="none").numpy()
+        want = getattr(TF, name)(torch.tensor(a), torch.tensor(y), reduction="none").numpy()
+        assert ulps(got, want, "float64").max() <= 2, name

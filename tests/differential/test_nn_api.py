@@ -201,3 +201,18 @@ def test_repr_layout_matches_torch():
                               torch.nn.ELU(alpha=0.5), torch.nn.Softplus(beta=2),
                               torch.nn.Identity(), torch.nn.ReLU6())
     assert repr(ours) == repr(ref)
+
+
+@pytest.mark.parametrize("fn,kw", [("elu", {"alpha": 0.7}), ("elu", {}),
+                                   ("softplus", {"beta": 2.0, "threshold": 3.0}),
+                                   ("leaky_relu", {"negative_slope": 0.3}),
+                                   ("hardtanh", {"min_val": -0.5, "max_val": 2.0})])
+def test_parametrised_second_derivatives_match_torch(fn, kw):
+    x = np.array([-40.0, -6.5, -1.0, -0.25, 0.3, 1.0, 1.4, 2.5, 30.0])
+    xs, xt = nr.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    g, = nr.grad((getattr(F, fn)(xs, **kw) ** 3).sum(), [xs], create_graph=True)
+    g.sum().backward()
+    gt, = torch.autograd.grad((getattr(TF, fn)(xt, **kw) ** 3).sum(), [xt], create_graph=True)
+    gt.sum().backward()
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-300)
