@@ -14,6 +14,7 @@ from ..ops.elementwise import (activation, expm1, gelu, maximum, minimum,  # noq
                                relu, sigmoid, silu, sqrt, tanh, where)
 from ..ops.indexing import embedding  # noqa: F401
 from ..ops.linalg import matmul, matmul_bias_activation  # noqa: F401
+from ..ops.padding import pad  # noqa: F401
 from ..ops.parametric import elu, hardtanh, leaky_relu, relu6, softplus  # noqa: F401
 from ..ops.nn_functional import cross_entropy, legacy_reduction, nll_loss, one_hot  # noqa: F401
 from ..ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from ._core import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # noqa: F401
-                    binary_cross_entropy_with_logits, conv2d, conv2d_bias_activation, cross_entropy, dropout, embedding, gelu,
-                    huber_loss, kl_div, l1_loss, layer_norm, log_softmax, max_pool2d, mse_loss,
-                    nll_loss, one_hot, relu, rms_norm, scaled_dot_product_attention, sigmoid,
-                    silu, smooth_l1_loss, softmax, tanh)
+                    binary_cross_entropy_with_logits, conv2d, conv2d_bias_activation,
+                    cross_entropy, dropout, embedding, gelu, huber_loss, kl_div, l1_loss,
+                    layer_norm, log_softmax, max_pool2d, mse_loss, nll_loss, one_hot, pad, relu,
+                    rms_norm, scaled_dot_product_attention, sigmoid, silu, smooth_l1_loss,
+                    softmax, tanh)
 from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # noqa: F401
                          softplus)
 from .linear import linear  # noqa: F401

@@ -9,6 +9,7 @@ public function and the Tensor methods it provides:
     shape_ops.py      reshape permute expand indexing concat stack
     nn_functional.py  one_hot, nll_loss, cross_entropy
     parametric.py     leaky_relu, elu, softplus, hardtanh, relu6 with torch's parameters
+    padding.py        pad (constant, reflect, replicate, circular)
     losses.py         mse, l1, smooth L1, Huber, binary cross entropy (+ with logits), KL divergence
 
 This package file imports nothing, so backends can read registry.py and activations.py (leaves)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from .. import shapes as sh
 from ..autograd import apply
-from ..creation import full, tensor, zeros
+from ..creation import full, tensor
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import check_same_device
 from .elementwise import activation as _activation
-from .indexing import gather, index_select
+from .indexing import gather
+from .padding import pad_dim
 from .linalg import matmul, matmul_bias_activation
 from .shape_ops import concat
 from .activations import get_act
@@ -141,33 +142,10 @@ def _explicit_padding(padding, kernel, stride, dilation):
 
 
 def _pad(x, before, after, mode):
-    """x padded on H and W: zeros by concatenation, the other modes by index_select with
-    indices made on the host from the shape (the gradient scatter-adds back)."""
+    """x padded on H and W (padding.py; torch's padding_mode "zeros" is its "constant")."""
+    mode = "constant" if mode == "zeros" else mode
     for dim, b, a in ((2, before[0], after[0]), (3, before[1], after[1])):
-        if not (a or b):
-            continue
-        n = x.shape[dim]
-        if mode == "zeros":
-            parts = []
-            for width in (b, a):
-                shape = list(x.shape)
-                shape[dim] = width
-                parts.append(zeros(tuple(shape), dtype=x.dtype, device=x.device) if width else None)
-            x = concat([t for t in (parts[0], x, parts[1]) if t is not None], dim=dim)
-            continue
-        if mode == "reflect" and (b >= n or a >= n):
-            raise ShapeError(f"conv2d: padding_mode='reflect' needs a padding smaller than the "
-                             f"input's size {n} on dim {dim}, got {b} and {a}")
-        if mode == "circular" and (b > n or a > n):
-            raise ShapeError(f"conv2d: padding_mode='circular' needs a padding of at most the "
-                             f"input's size {n} on dim {dim}, got {b} and {a}")
-        if mode == "reflect":
-            idx = list(range(b, 0, -1)) + list(range(n)) + list(range(n - 2, n - 2 - a, -1))
-        elif mode == "replicate":
-            idx = [0] * b + list(range(n)) + [n - 1] * a
-        else:                                   # circular
-            idx = list(range(n - b, n)) + list(range(n)) + list(range(a))
-        x = index_select(x, dim, tensor(idx, dtype="int32", device=x.device))
+        x = pad_dim(x, dim, b, a, mode)
     return x
 
 

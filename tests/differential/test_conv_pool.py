@@ -150,3 +150,32 @@ def test_grouped_conv_with_fused_activation(device):
     _both(device, lambda a, c, d: nr.conv2d_bias_activation(a, c, d, "relu", padding=1, groups=2),
           lambda a, c, d: torch.relu(TF.conv2d(a, c, d, padding=1, groups=2)), [x, w, b],
           grad=(0, 1, 2), rtol=1e-5, atol=1e-5)
+
+
+PADS = [((1, 2), "constant", 0.5), ((2, 0, 1, 3), "constant", None),
+        ((-1, 2, 1, -2), "constant", None),
+        ((2, 1), "reflect", None), ((3, 1, 1, 2), "reflect", None),
+        ((2, 3, 0, 1), "replicate", None),
+        ((1, 2, 3, 0), "circular", None), ((1, 1, 1, 1, 1, 1), "constant", -1.0),
+        ((1, 1, 1, 1, 1, 1), "replicate", None)]
+
+
+@pytest.mark.parametrize("p,mode,value", PADS, ids=[f"{m}{p}" for p, m, _ in PADS])
+def test_pad_matches_torch(device, p, mode, value):
+    # torch's non-constant modes take (batch, channels) + the padded dims
+    x = np.random.default_rng(7).normal(size=(2, 3, 4, 5, 6)[:len(p) // 2 + 2])
+    kw = {} if value is None else {"value": value}
+    _both(device, lambda a: F.pad(a, p, mode=mode, **kw), lambda a: TF.pad(a, p, mode=mode, **kw),
+          [x], rtol=1e-6, atol=1e-7)        # values exact; gradients sum repeated elements
+
+
+def test_pad_errors(device):
+    x = nr.ones((1, 2, 3), device=device)
+    with pytest.raises(nr.ShapeError, match="even number"):
+        F.pad(x, (1, 2, 3))
+    with pytest.raises(nr.ShapeError, match="less than the corresponding input dimension"):
+        F.pad(x, (3, 3), mode="reflect")
+    with pytest.raises(nr.ShapeError, match="unknown mode"):
+        F.pad(x, (1, 1), mode="wrap")
+    with pytest.raises(nr.ShapeError, match="at least 2 dims"):
+        F.pad(nr.ones(3, device=device), (1, 1), mode="reflect")
