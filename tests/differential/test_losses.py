@@ -292,3 +292,17 @@ def test_float64_values_match_torch_to_the_ulp():
         got = getattr(F, name)(nr.tensor(a), nr.tensor(y), reduction="none").numpy()
         want = getattr(TF, name)(torch.tensor(a), torch.tensor(y), reduction="none").numpy()
         assert ulps(got, want, "float64").max() <= 2, name
+
+
+def test_minus_inf_logits_of_other_classes(device):
+    """-inf logits (masked classes) give finite losses and gradients, as torch's."""
+    logits = np.array([[0.5, -np.inf, 2.0], [-np.inf, -np.inf, 1.0], [1e30, 0.0, -1e30]])
+    lab = np.array([0, 2, 0], np.int32)
+    for red in RED:
+        _check(device, lambda a: F.cross_entropy(a, nr.tensor(lab, device=device), reduction=red),
+               lambda a: TF.cross_entropy(a, torch.tensor(lab, dtype=torch.long), reduction=red),
+               [logits], what=f"cross_entropy -inf {red}")
+        _check(device, lambda a: F.nll_loss(a.log_softmax(1), nr.tensor(lab, device=device),
+                                            reduction=red),
+               lambda a: TF.nll_loss(a.log_softmax(1), torch.tensor(lab, dtype=torch.long),
+                                     reduction=red), [logits], what=f"nll -inf {red}")
