@@ -1,5 +1,6 @@
 """Conv2d (NCHW; bias and activation fused into the convolution's epilogue where the engine
-can: dilation 1, groups 1), MaxPool2d, AvgPool2d, AdaptiveAvgPool2d. Weight layout and initialisation as torch's."""
+can: dilation 1, groups 1), MaxPool2d, AvgPool2d, AdaptiveAvgPool2d. Weight layout and
+initialisation as torch's."""
 from __future__ import annotations
 
 import math

@@ -107,7 +107,8 @@ def _weighted(loss, w, reduction, mean_by_weight):
 
 def _log(x):
     """log x, through log1p(x - 1) above 0.5 (x - 1 is exact there): WGSL's log is accurate
-    to an absolute 2**-21 only, many ulps of a result near 0 (log(0.9) is 6 ulps off on lavapipe)."""
+    to an absolute 2**-21 only, many ulps of a result near 0 (log(0.9) is 6 ulps off on
+    lavapipe)."""
     return where(x > 0.5, log1p(x - 1), log(x))
 
 

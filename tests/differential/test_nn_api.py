@@ -35,7 +35,8 @@ ACTS = [
 ]
 
 
-@pytest.mark.parametrize("name,kw,_", ACTS, ids=[f"{a[0]}{a[1]}" if isinstance(a, tuple) else "Hardswish" for a in ACTS])
+@pytest.mark.parametrize("name,kw,_", ACTS, ids=[f"{a[0]}{a[1]}" if isinstance(a, tuple)
+                                                 else "Hardswish" for a in ACTS])
 def test_activation_modules_match_torch(device, name, kw, _):
     ours, ref = getattr(nn, name)(**kw), getattr(torch.nn, name)(**kw)
     assert repr(ours) == repr(ref)
@@ -119,7 +120,8 @@ def test_module_dict_and_parameter_containers(device):
     with pytest.raises(nr.NumrError):
         md["a.b"] = nn.ReLU()
 
-    pl = nn.ParameterList([nr.ones((2, 3), device=device), nn.Parameter(nr.zeros(3, device=device))])
+    pl = nn.ParameterList([nr.ones((2, 3), device=device),
+                           nn.Parameter(nr.zeros(3, device=device))])
     pl.append(nr.ones(1, device=device))
     tl = torch.nn.ParameterList([torch.ones(2, 3), torch.zeros(3), torch.ones(1)])
     assert list(pl.state_dict()) == list(tl.state_dict())
