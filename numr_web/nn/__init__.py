@@ -9,6 +9,7 @@ from . import functional, init, optim, utils  # noqa: F401
 from .activation import (ELU, GELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish,  # noqa: F401
                          ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .containers import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                          Sequential)
 from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d  # noqa: F401

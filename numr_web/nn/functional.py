@@ -9,4 +9,5 @@ from ._core import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # no
                     softmax, tanh)
 from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # noqa: F401
                          softplus)
+from .batchnorm import batch_norm  # noqa: F401
 from .linear import linear  # noqa: F401
