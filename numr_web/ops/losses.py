@@ -14,8 +14,8 @@ import warnings
 
 from .. import shapes as sh
 from ..autograd import attach
-from ..errors import DTypeError, ShapeError
-from ..gradmode import no_grad
+from ..errors import DTypeError, GradientError, ShapeError
+from ..gradmode import is_grad_enabled, no_grad
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import abs as _abs
@@ -87,6 +87,14 @@ def _weight(what, weight, input, exact):
                          f"{w.shape}")
     sh.broadcast_shapes(input.shape, w.shape)
     return w
+
+
+def _not_differentiable(what, **tensors):
+    """torch refuses a weight or pos_weight of the binary cross entropies that requires grad."""
+    for name, t in tensors.items():
+        if t is not None and t.requires_grad and is_grad_enabled():
+            raise GradientError(f"{what} is not differentiable with respect to {name}; pass "
+                                f"{name}.detach() (as torch requires)")
 
 
 def _reduce(loss, reduction):
@@ -172,6 +180,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     check_reduction("binary_cross_entropy", reduction)
     target = _pair("binary_cross_entropy", input, target, same_shape=True)
     w = _weight("binary_cross_entropy", weight, input, exact=False)
+    _not_differentiable("binary_cross_entropy", weight=w)
     ok = (input >= 0) & (input <= 1)
     input._backend.check_later(
         (~ok).max()._data if input.size else None,
@@ -194,11 +203,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     check_reduction("binary_cross_entropy_with_logits", reduction)
     target = _pair("binary_cross_entropy_with_logits", input, target, same_shape=True)
     w = _weight("binary_cross_entropy_with_logits", weight, input, exact=False)
+    _not_differentiable("binary_cross_entropy_with_logits", weight=w)
     args = (input, target)
     if pos_weight is not None:
         pw = as_tensor(pos_weight, input)
         check_same_device(input, pw)
         sh.broadcast_shapes(input.shape, pw.shape)
+        _not_differentiable("binary_cross_entropy_with_logits", pos_weight=pw)
         args += (pw.expand(sh.broadcast_shapes(input.shape, pw.shape)),)
     with no_grad():
         sp = _softplus_neg(input)

@@ -306,3 +306,23 @@ def test_minus_inf_logits_of_other_classes(device):
                                             reduction=red),
                lambda a: TF.nll_loss(a.log_softmax(1), torch.tensor(lab, dtype=torch.long),
                                      reduction=red), [logits], what=f"nll -inf {red}")
+
+
+def test_weights_of_binary_cross_entropies_are_not_differentiable_as_in_torch(device):
+    x = nr.tensor([0.2, 0.7], device=device)
+    w = nr.tensor([1.0, 2.0], device=device, requires_grad=True)
+    for fn, tfn in ((lambda **k: F.binary_cross_entropy(x, x, **k),
+                     lambda **k: TF.binary_cross_entropy(torch.tensor([0.2, 0.7]),
+                                                         torch.tensor([0.2, 0.7]), **k)),
+                    (lambda **k: F.binary_cross_entropy_with_logits(x, x, **k),
+                     lambda **k: TF.binary_cross_entropy_with_logits(torch.tensor([0.2, 0.7]),
+                                                                     torch.tensor([0.2, 0.7]),
+                                                                     **k))):
+        with pytest.raises(nr.GradientError, match="not differentiable with respect to weight"):
+            fn(weight=w)
+        with pytest.raises(RuntimeError, match="not differentiable"):
+            tfn(weight=torch.ones(2, requires_grad=True))
+    with pytest.raises(nr.GradientError, match="pos_weight"):
+        F.binary_cross_entropy_with_logits(x, x, pos_weight=w)
+    with nr.no_grad():
+        F.binary_cross_entropy_with_logits(x, x, pos_weight=w)        # fine without recording
