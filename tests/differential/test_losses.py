@@ -326,3 +326,18 @@ def test_weights_of_binary_cross_entropies_are_not_differentiable_as_in_torch(de
         F.binary_cross_entropy_with_logits(x, x, pos_weight=w)
     with nr.no_grad():
         F.binary_cross_entropy_with_logits(x, x, pos_weight=w)        # fine without recording
+
+
+@pytest.mark.parametrize("reduction", RED)
+def test_cross_entropy_probability_targets_with_weight_and_smoothing(device, reduction):
+    r = _rng(9)
+    logits = r.normal(size=(4, 3, 2))                       # (N, C, d1)
+    p = r.dirichlet(np.ones(3), size=(4, 2)).transpose(0, 2, 1)
+    w = np.array([0.5, 2.0, 1.0])
+    for ls in (0.0, 0.2):
+        _check(device, lambda a, b, c: F.cross_entropy(a, b, c, reduction=reduction,
+                                                       label_smoothing=ls),
+               lambda a, b, c: TF.cross_entropy(a, b, c, reduction=reduction,
+                                                label_smoothing=ls),
+               [logits, np.ascontiguousarray(p), w], grad=(0, 1), max_ulps=8,   # cancelling
+               what=f"soft targets smoothing={ls}")                            # gradient sums
