@@ -197,10 +197,8 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        lines = []
-        for i, p in enumerate(self):
-            lines.append(f"({i}): " + _describe(p))
-        return "\n".join(lines)
+        # torch's layout: one "  (i): ..." line per entry, which Module's repr indents again
+        return "\n".join(f"  ({i}): " + _describe(p) for i, p in enumerate(self))
 
 
 class ParameterDict(Module):
@@ -249,7 +247,7 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self):
-        return "\n".join(f"({k}): " + _describe(p) for k, p in self.items())
+        return "\n".join(f"  ({k}): " + _describe(p) for k, p in self.items())
 
 
 def _describe(p):
@@ -257,4 +255,5 @@ def _describe(p):
         return f"Object of type: {type(p).__name__}"
     size = "x".join(str(s) for s in p.shape)
     dev = "" if p.device == "cpu" else f" ({p.device})"
-    return f"Parameter containing: [{p.dtype.name} of size {size}{dev}]"
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    return f"{kind} containing: [{p.dtype!r} of size {size}{dev}]"

@@ -132,6 +132,9 @@ def test_module_dict_and_parameter_containers(device):
     td = torch.nn.ParameterDict({"w": torch.ones(2, 2)})
     td["b"] = torch.zeros(2)
     assert list(pd.state_dict()) == list(td.state_dict()) and isinstance(pd["b"], nn.Parameter)
+    if device == "cpu":                  # torch's layout, numr's dtype names
+        for ours, ref in ((pl, tl), (nn.ParameterList(), torch.nn.ParameterList())):
+            assert repr(ours).replace("numr_web.", "torch.") == repr(ref)
 
     class Net(nn.Module):
         def __init__(self):
