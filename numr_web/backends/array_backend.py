@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 
+from .. import dtypes
 from ..errors import BackendLimitError
 from ..ops.activations import ACT
 from ..ops.registry import family_names, numpy_function
@@ -26,7 +28,6 @@ class ArrayBackend(ArrayNN, Backend):
 
     def __init__(self):
         xp = self.xp
-        from .. import dtypes
         self._np_dtype = {d: getattr(xp, _NP_NAMES.get(d.name, d.name)) for d in dtypes.ALL}
         self._our_dtype = {xp.dtype(v).char: d for d, v in self._np_dtype.items()}
         self._ufuncs = {}
@@ -136,6 +137,8 @@ class ArrayBackend(ArrayNN, Backend):
 
     # -- elementwise --------------------------------------------------------------------------------------
     def astype(self, h, dtype):
+        if dtype is dtypes.bool_ and h.dtype.kind == "f":
+            return h != 0                 # NaN is True, as in C and torch (CuPy's cast gave False)
         return h.astype(self._np_dtype[dtype])
 
     def unary(self, op, h):
@@ -189,6 +192,25 @@ class ArrayBackend(ArrayNN, Backend):
             out = out.reshape((1,) * h.ndim)
         return out
 
+    can_argsort = True
+
+    def argsort(self, h, axis, descending):
+        """Stable; NaN after +inf ascending, first descending (torch's order): a stable sort by
+        value, then a stable sort of that order by the NaN class."""
+        xp = self.xp
+        if h.dtype.kind == "b":
+            h = h.astype(xp.int32)
+        if h.dtype.kind == "f":
+            nan = xp.isnan(h)
+            key = xp.where(nan, 0, -h if descending else h)
+            order = xp.argsort(key, axis=axis, kind="stable")
+            cls = xp.take_along_axis(nan, order, axis=axis).astype(xp.int8)
+            order = xp.take_along_axis(order, xp.argsort(-cls if descending else cls, axis=axis,
+                                                         kind="stable"), axis=axis)
+        else:
+            order = xp.argsort(~h if descending else h, axis=axis, kind="stable")
+        return order.astype(xp.int32)
+
     def softmax(self, h, axis, log):
         xp = self.xp
         hw = self._widen(h)
@@ -213,7 +235,7 @@ class ArrayBackend(ArrayNN, Backend):
         a, b = self._widen(a), self._widen(b)
         if b.ndim == 2 and a.ndim > 2:
             lead = a.shape[:-1]
-            a2 = a.reshape(-1, a.shape[-1])              # a copy only if a's rows are not dense
+            a2 = a.reshape(math.prod(lead), a.shape[-1])  # a copy only if a's rows are not dense
             return self.xp.matmul(a2, b).reshape(lead + (b.shape[-1],))
         return self.xp.matmul(a, b)
 
