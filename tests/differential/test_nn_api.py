@@ -28,15 +28,12 @@ ACTS = [
     ("Hardtanh", {}, {}), ("Hardtanh", {"min_val": -2.0, "max_val": 6.0}, {}),
     ("ReLU6", {}, {}), ("SiLU", {}, {}), ("Mish", {}, {}), ("Tanh", {}, {}), ("Sigmoid", {}, {}),
     ("GELU", {}, {}), ("GELU", {"approximate": "tanh"}, {}), ("ReLU", {}, {}),
-    pytest.param("Hardswish", {}, {}, marks=pytest.mark.xfail(
-        reason="the ACT table's hardswish'(3) is 1.5 (x/3 + 1/2 up to 3 inclusive); torch 2.13 "
-               "gives 1 there")),
+    ("Hardswish", {}, {}),
     ("Identity", {}, {}),
 ]
 
 
-@pytest.mark.parametrize("name,kw,_", ACTS, ids=[f"{a[0]}{a[1]}" if isinstance(a, tuple)
-                                                 else "Hardswish" for a in ACTS])
+@pytest.mark.parametrize("name,kw,_", ACTS, ids=[f"{a[0]}{a[1]}" for a in ACTS])
 def test_activation_modules_match_torch(device, name, kw, _):
     ours, ref = getattr(nn, name)(**kw), getattr(torch.nn, name)(**kw)
     assert repr(ours) == repr(ref)
