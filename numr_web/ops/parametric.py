@@ -1,12 +1,12 @@
 """The parametrised activations of torch.nn.functional: leaky_relu(x, negative_slope),
 elu(x, alpha), softplus(x, beta, threshold), hardtanh(x, min_val, max_val), relu6. With torch's
-default parameters leaky_relu and softplus are the ACT table's fused activations; other
+default parameters leaky_relu, elu and softplus are the ACT table's fused activations; other
 parameters compose elementwise ops, written so that no unselected branch overflows into a NaN
 gradient.
 
-elu is a row of its own: its value is alpha expm1(x) composed without recording, and its VJP is
-torch's g alpha exp(x), accurate where y + 1 (the derivative from the saved output, which
-expm1's and the table's elu' use) cancels: at x = -30, exp(x) = 9.4e-14, not 0."""
+elu with another alpha is a row of its own: its value is alpha expm1(x) composed without
+recording, and its VJP is torch's g alpha exp(x), accurate where y + 1 (the derivative of expm1
+from its saved output) cancels: at x = -30, exp(x) = 9.4e-14, not 0."""
 from __future__ import annotations
 
 from ..autograd import attach
@@ -48,6 +48,8 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 def elu(input, alpha=1.0, inplace=False):
     _float_input(input, "elu")
     alpha = float(alpha)
+    if alpha == 1.0:
+        return activation(input, "elu")
     with no_grad():
         value = where(input > 0, input, alpha * expm1(where(input > 0, 0.0, input)))
     return attach(value._data, OPS["elu_alpha"], (input,), {"alpha": alpha}, value)
