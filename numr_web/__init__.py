@@ -45,11 +45,14 @@ from .ops.linalg import matmul, matmul_bias_activation
 from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, narrow, permute,
                             reshape, split, squeeze, stack, transpose, unsqueeze)
 from .ops.indexing import embedding, flip, gather, index_select, masked_fill, tril, triu
-from .ops.nn_functional import cross_entropy, one_hot
+from .ops.nn_functional import cross_entropy, nll_loss, one_hot
+from .ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,
+                         l1_loss, mse_loss, smooth_l1_loss)
 from .ops.normalization import dropout, layer_norm, rms_norm
 from .ops.torch_aliases import clamp_max, clamp_min, get_default_dtype, is_tensor, numel, t
 from .ops.attention import scaled_dot_product_attention
-from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
+from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bias_activation,
+                              max_pool2d)
 from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture

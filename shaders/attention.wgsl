@@ -110,8 +110,9 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             for (var c = 0u; c < DV4; c = c + 1u) { ac[c] = ac[c] * alpha + p * ld_v(vb, 4u * c, DV); }
             m = mn;
         }
-        if (mu(W_LAST) != 0u) {           // out = acc / l, lse = m + log(l) (no visible key: NaN, -inf)
-            for (var d = 0u; d < DV; d = d + 1u) { out[r * DV + d] = S(ac[d / 4u][d % 4u] / l); }
+        if (mu(W_LAST) != 0u) {           // out = acc / l, lse = m + log(l) (no visible key: 0, as
+            let inv = select(1.0 / l, 0.0, l == 0.0);   // torch 2.x, and lse = -inf; the backward skips it)
+            for (var d = 0u; d < DV; d = d + 1u) { out[r * DV + d] = S(ac[d / 4u][d % 4u] * inv); }
             lse[r] = S(m + log(l));
         } else {
             ml[2u * r] = m;

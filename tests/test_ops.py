@@ -166,6 +166,15 @@ CASES += [
     ("cross_entropy", ["softmax", "one_hot", "where"], lambda a: nr.cross_entropy(a, [1, 0, 3]),
      lambda a: -np.mean((a - np.log(np.exp(a).sum(1, keepdims=True)))[np.arange(3), [1, 0, 3]]), [R(3, 4)]),
     ("to_device", ["to_device"], lambda a: a.to("cpu").to(a.device) * 2.0, lambda a: a * 2.0, [R(3)]),
+    ("bce", ["binary_cross_entropy"], lambda p, y: nr.binary_cross_entropy(p, y, reduction="none"),
+     lambda p, y: -(y * np.log(p) + (1 - y) * np.log1p(-p)), [R(3, 4, lo=0.1, hi=0.9), R(3, 4, lo=0, hi=1)]),
+    ("bce_logits", ["binary_cross_entropy_with_logits"],
+     lambda x, y: nr.binary_cross_entropy_with_logits(
+         x, y, reduction="none", pos_weight=nr.tensor([0.5, 1.0, 2.0, 3.0], dtype=x.dtype, device=x.device)),
+     lambda x, y: (1 - y) * x + (1 + (np.array([0.5, 1.0, 2.0, 3.0]) - 1) * y) * np.log1p(np.exp(-x)),
+     [R(3, 4, lo=-3, hi=3), R(3, 4, lo=0, hi=1)]),
+    ("elu_alpha", ["elu_alpha"], lambda x: nr.nn.functional.elu(x, alpha=0.7),
+     lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)), [away_from_kinks(3, 4)]),
 ]
 
 

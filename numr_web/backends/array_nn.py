@@ -91,18 +91,24 @@ class ArrayNN:
         xp = self.xp
         qw, kw, vw = self._widen(q), self._widen(k), self._widen(v)
         s = self._scores(qw, kw, mask, causal, scale)
-        m = s.max(axis=-1, keepdims=True)
-        p = xp.exp(s - m)
+        if s.shape[-1] == 0:                      # no keys: as a fully masked row
+            m = xp.full(s.shape[:-1] + (1,), -xp.inf, dtype=s.dtype)
+        else:
+            m = s.max(axis=-1, keepdims=True)
+        # a row whose keys are all masked (m = -inf) gives 0, as torch 2.x, not exp(-inf + inf)
+        p = xp.exp(s - xp.where(m == -xp.inf, 0, m))
         l = p.sum(axis=-1, keepdims=True)
-        out = xp.matmul(p / l, vw)
-        lse = (m + xp.log(l))[..., 0]
+        out = xp.matmul(p / xp.where(l == 0, 1, l), vw)
+        lse = (m + xp.log(l))[..., 0]             # -inf for such a row
         return self._asarray(out, q.dtype), self._asarray(lse, q.dtype)
 
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         xp = self.xp
         qw, kw, vw, dow = self._widen(q), self._widen(k), self._widen(v), self._widen(do)
         s = self._scores(qw, kw, mask, causal, scale)
-        p = xp.exp(s - self._widen(lse)[..., None])          # the probabilities, recomputed
+        lse = self._widen(lse)[..., None]
+        p = xp.exp(s - xp.where(lse == -xp.inf, 0, lse))    # the probabilities, recomputed
+                                                             # (0 in a fully masked row)
         dv = xp.matmul(xp.swapaxes(p, -1, -2), dow)
         dp = xp.matmul(dow, xp.swapaxes(vw, -1, -2))
         delta = (dow * self._widen(out)).sum(axis=-1, keepdims=True)

@@ -6,13 +6,18 @@
     opt = nn.optim.AdamW(model.parameters(), lr=3e-3)
 """
 from . import functional, init, optim, utils  # noqa: F401
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
+from .activation import (ELU, GELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish,  # noqa: F401
+                         ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .attention import MultiheadAttention  # noqa: F401
-from .containers import ModuleList, Sequential  # noqa: F401
-from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .containers import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
+                         Sequential)
+from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .functional import cross_entropy  # noqa: F401
-from .linear import MLP, Flatten, Identity, Linear  # noqa: F401
+from .linear import MLP, Flatten, Identity, Linear, Unflatten  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,  # noqa: F401
+                   L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
 from .sparse import Embedding  # noqa: F401

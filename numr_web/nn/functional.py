@@ -1,7 +1,13 @@
 """numr_web.nn.functional: the functional ops, under torch.nn.functional's names."""
 from __future__ import annotations
 
-from ._core import (avg_pool2d, conv2d, conv2d_bias_activation, cross_entropy,  # noqa: F401
-                    dropout, embedding, gelu, layer_norm, log_softmax, max_pool2d, one_hot, relu,
-                    rms_norm, scaled_dot_product_attention, sigmoid, silu, softmax, tanh)
+from ._core import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # noqa: F401
+                    binary_cross_entropy_with_logits, conv2d, conv2d_bias_activation,
+                    cross_entropy, dropout, embedding, gelu, huber_loss, kl_div, l1_loss,
+                    layer_norm, log_softmax, max_pool2d, mse_loss, nll_loss, one_hot, pad, relu,
+                    rms_norm, scaled_dot_product_attention, sigmoid, silu, smooth_l1_loss,
+                    softmax, tanh)
+from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # noqa: F401
+                         softplus)
+from .batchnorm import batch_norm  # noqa: F401
 from .linear import linear  # noqa: F401

@@ -1,4 +1,4 @@
-"""Linear (one fused GEMM + bias + activation op), MLP, Identity, Flatten.
+"""Linear (one fused GEMM + bias + activation op), MLP, Identity, Flatten, Unflatten.
 
 Linear stores its weight as torch does, (out_features, in_features), so state_dicts and
 safetensors checkpoints load into torch.nn.Linear unchanged and an Embedding's (vocab, dim) table
@@ -87,8 +87,29 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x):
-        s, e = self.start_dim % x.ndim, self.end_dim % x.ndim
-        return x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:])
+        return x.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Splits dim `dim` into `unflattened_size` (one entry may be -1), as torch.nn.Unflatten."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (list, tuple)) or not all(
+                isinstance(s, int) and not isinstance(s, bool) for s in unflattened_size):
+            raise _core.DTypeError(f"Unflatten: unflattened_size must be a tuple of ints, got "
+                                   f"{unflattened_size!r}")
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        if not -x.ndim <= self.dim < max(x.ndim, 1):
+            raise _core.IndexOutOfRangeError(f"Unflatten: dim {self.dim} is out of range for a "
+                                             f"tensor with {x.ndim} dimension(s)")
+        d = self.dim % x.ndim
+        return x.reshape(x.shape[:d] + self.unflattened_size + x.shape[d + 1:])
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -112,6 +112,18 @@ class Module:
         self._forget(name)
         self._modules[name] = module
 
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The submodule at a dotted path ("layers.0"); "" is the module itself."""
+        m = self
+        for part in target.split(".") if target else ():
+            if part not in m._modules:
+                raise AttributeError(f"{type(m).__name__} has no submodule {part!r} "
+                                     f"(looking up {target!r})")
+            m = m._modules[part]
+        return m
+
     # -- traversal ---------------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         if memo is None:
@@ -264,12 +276,16 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
+        """torch's layout: Name(extra) on one line, else the extra lines and (child): repr
+        lines indented by two spaces."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
         for name, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
-        if not self._modules:
-            return f"{type(self).__name__}({', '.join(lines)})"
+            lines.append(f"({name}): " + repr(m).replace("\n", "\n  "))
+        if not lines:
+            return f"{type(self).__name__}()"
+        if len(lines) == 1 and not self._modules:
+            return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 

@@ -7,7 +7,10 @@ public function and the Tensor methods it provides:
     reductions.py     sum mean max min, argmax argmin, softmax log_softmax
     linalg.py         matmul, matmul_bias_activation (the fused layer)
     shape_ops.py      reshape permute expand indexing concat stack
-    nn_functional.py  one_hot, cross_entropy
+    nn_functional.py  one_hot, nll_loss, cross_entropy
+    parametric.py     leaky_relu, elu, softplus, hardtanh, relu6 with torch's parameters
+    padding.py        pad (constant, reflect, replicate, circular)
+    losses.py         mse, l1, smooth L1, Huber, binary cross entropy (+ with logits), KL divergence
     math_ops.py       rounding, exp2/log2/log10, tan, hyperbolic and inverse trig, fmod, atan2, and
                       torch's predicates (isnan, isclose, ...) and comparison functions
     composites.py     torch functions made of the ops above: movedim, roll, tile, mm, norm, cumsum ...

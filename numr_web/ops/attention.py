@@ -60,7 +60,9 @@ def _causal_mask(tq, tk, device):
 
 
 def _composed_grads(g, q, k, v, mask, causal, scale):
-    p = _scores(q, k, mask, causal, scale).softmax(-1)
+    s = _scores(q, k, mask, causal, scale)
+    dead = (s == float("-inf")).all(-1, keepdim=True)     # fully masked rows: p = 0, as torch
+    p = where(dead, 0.0, where(dead, 0.0, s).softmax(-1))
     dv = p.mT @ g
     dp = g @ v.mT
     ds = p * (dp - (dp * p).sum(-1, keepdim=True))

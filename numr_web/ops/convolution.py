@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from .. import shapes as sh
 from ..autograd import apply
+from ..creation import full, tensor
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import check_same_device
-from .elementwise import activation
+from .elementwise import activation as _activation
 from .indexing import gather
+from .padding import pad_dim
 from .linalg import matmul, matmul_bias_activation
+from .shape_ops import concat
 from .activations import get_act
 from .registry import OPS, register
 
@@ -62,7 +65,7 @@ def _im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
 
 
 def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, padding=0,
-                           dilation=1, groups=1):
+                           dilation=1, groups=1, padding_mode="zeros"):
     """act(conv2d(x, weight) + bias) with the fused GEMM epilogue and backward.
     x (N, C, H, W); weight (O, C/groups, kh, kw); bias (O,) or None."""
     act = get_act(activation)
@@ -70,6 +73,19 @@ def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, pa
         raise ShapeError(f"conv2d: weight must be (out, in/groups, kh, kw), got "
                          f"{getattr(weight, 'shape', type(weight).__name__)}")
     groups = sh.as_int(groups, "groups")
+    if padding_mode not in PADDING_MODES:
+        raise ShapeError(f"conv2d: padding_mode must be one of {PADDING_MODES}, got "
+                         f"{padding_mode!r}")
+    if isinstance(padding, str) or padding_mode != "zeros":
+        if not isinstance(x, Tensor) or x.ndim != 4:
+            raise ShapeError(f"conv2d expects an (N, C, H, W) tensor, got "
+                             f"{getattr(x, 'shape', type(x).__name__)}")
+        before, after = _explicit_padding(padding, weight.shape[2:], stride, dilation)
+        if before == after and padding_mode == "zeros":
+            padding = before                        # im2col pads symmetrically itself
+        else:
+            x = _pad(x, before, after, padding_mode)
+            padding = 0
     kernel, stride, padding, dilation, (oh, ow) = _geometry(x, weight.shape[2:], stride,
                                                             padding, dilation, "conv2d")
     check_same_device(x, weight, *([bias] if bias is not None else []))
@@ -94,32 +110,169 @@ def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, pa
     y = y.permute(0, 1, 3, 2).reshape(n, o, oh, ow)
     if bias is not None:
         y = y + bias.reshape(1, o, 1, 1)
-    return y if act.name == "none" else activation(y, act.name)
+    return y if act.name == "none" else _activation(y, act.name)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    return conv2d_bias_activation(x, weight, bias, "none", stride, padding, dilation, groups)
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros"):
+    """torch.nn.functional.conv2d; padding also "valid" (none) or "same" (the output keeps the
+    input's size: stride 1, and for an even kernel the extra pad goes right/bottom, as torch's).
+    padding_mode (torch.nn.Conv2d's): "zeros", "reflect", "replicate" or "circular"."""
+    return conv2d_bias_activation(x, weight, bias, "none", stride, padding, dilation, groups,
+                                  padding_mode)
 
 
-def _pool(x, kernel_size, stride, padding, dilation, what, pad_value):
-    stride = kernel_size if stride is None else stride
-    kernel, stride, padding, dilation, (oh, ow) = _geometry(x, kernel_size, stride, padding,
-                                                            dilation, what)
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _explicit_padding(padding, kernel, stride, dilation):
+    """(top, left), (bottom, right) of a padding given as "valid", "same", an int or a pair."""
+    if not isinstance(padding, str):
+        p = _pair(padding, "padding")
+        return p, p
+    if padding == "valid":
+        return (0, 0), (0, 0)
+    if padding != "same":
+        raise ShapeError(f"conv2d: padding must be an int, a pair, 'valid' or 'same'; got "
+                         f"{padding!r}")
+    if _pair(stride, "stride") != (1, 1):
+        raise ShapeError(f"conv2d: padding='same' is not supported for strided convolutions "
+                         f"(stride {stride}); use stride=1 or an explicit padding")
+    total = [d * (k - 1) for d, k in zip(_pair(dilation, "dilation"), kernel)]
+    return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+
+
+def _pad(x, before, after, mode):
+    """x padded on H and W (padding.py; torch's padding_mode "zeros" is its "constant")."""
+    mode = "constant" if mode == "zeros" else mode
+    for dim, b, a in ((2, before[0], after[0]), (3, before[1], after[1])):
+        x = pad_dim(x, dim, b, a, mode)
+    return x
+
+
+def _pool_size(size, k, s, p, d, ceil_mode):
+    """torch's pooling_output_shape: with ceil_mode the last window may run past the input, but
+    must start inside it or its left padding."""
+    num = size + 2 * p - d * (k - 1) - 1
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool(x, kernel_size, stride, padding, dilation, ceil_mode, what, pad_value):
+    """The windows (N, C, kh*kw, oh*ow), the output shape and the geometry."""
+    if not isinstance(x, Tensor) or x.ndim != 4:
+        raise ShapeError(f"{what} expects an (N, C, H, W) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel_size
+    kernel, stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ShapeError(f"{what}: kernel, stride and dilation must be positive and padding "
+                         f"non-negative; got {kernel}, {stride}, {dilation}, {padding}")
     if any(p * 2 > k for p, k in zip(padding, kernel)):
         raise ShapeError(f"{what}: padding {padding} must be at most half the kernel {kernel}")
+    out = tuple(_pool_size(x.shape[2 + i], kernel[i], stride[i], padding[i], dilation[i],
+                           ceil_mode) for i in range(2))
+    if min(out) < 1:
+        raise ShapeError(f"{what}: the input {x.shape[2:]} (padded by {padding}) is smaller "
+                         f"than the kernel {kernel} (dilation {dilation})")
+    # ceil_mode: the last windows reach past the padded input; pad right/bottom for them
+    for i in range(2):
+        need = (out[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
+        extra = need - (x.shape[2 + i] + 2 * padding[i])
+        if extra > 0:
+            shape = list(x.shape)
+            shape[2 + i] = extra
+            x = concat([x, full(tuple(shape), pad_value, dtype=x.dtype, device=x.device)],
+                       dim=2 + i)
     n, c = x.shape[:2]
     cols = _im2col(x, kernel, stride, padding, dilation, pad_value)
-    return cols.reshape(n, c, kernel[0] * kernel[1], oh * ow), (n, c, oh, ow)
+    return (cols.reshape(n, c, kernel[0] * kernel[1], out[0] * out[1]), (n, c) + out,
+            (kernel, stride, padding, dilation))
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
-    windows, shape = _pool(x, kernel_size, stride, padding, dilation, "max_pool2d",
-                           float("-inf"))
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool2d; the gradient goes to the first maximum of each window.
+    return_indices: also the flat index (h * W + w) of that maximum in its input plane
+    (int32)."""
+    windows, shape, (kernel, stride, padding, dilation) = _pool(
+        x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d", float("-inf"))
     first = windows.argmax(dim=2, keepdim=True)                  # torch: the first maximum
-    return gather(windows, 2, first).reshape(shape)
+    out = gather(windows, 2, first).reshape(shape)
+    if not return_indices:
+        return out
+    oh, ow = shape[2:]
+    rows = [[i * stride[0] - padding[0]] * ow for i in range(oh)]
+    cols = [[j * stride[1] - padding[1] for j in range(ow)] for _ in range(oh)]
+    W = x.shape[3]
+    base = tensor([[r * W + c for r, c in zip(rr, cc)] for rr, cc in zip(rows, cols)],
+                  dtype="int32", device=x.device).reshape(1, 1, oh * ow)
+    f = first.reshape(shape[0], shape[1], oh * ow)
+    idx = base + (f // kernel[1]) * (dilation[0] * W) + (f % kernel[1]) * dilation[1]
+    return out, idx.reshape(shape)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
-    """count_include_pad=True (torch's default): padded zeros count in the average."""
-    windows, shape = _pool(x, kernel_size, stride, padding, 1, "avg_pool2d", 0.0)
-    return windows.mean(2).reshape(shape)
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """torch.nn.functional.avg_pool2d: each window's sum over its divisor, torch's: the window
+    clipped to the padded input (count_include_pad), or to the input itself, or
+    divisor_override."""
+    if divisor_override is not None and (not isinstance(divisor_override, int) or
+                                         isinstance(divisor_override, bool) or
+                                         divisor_override == 0):
+        raise ShapeError(f"avg_pool2d: divisor_override must be a non-zero int, got "
+                         f"{divisor_override!r}")
+    windows, shape, (kernel, stride, padding, _) = _pool(
+        x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d", 0.0)
+    H, W = x.shape[2:]
+    if divisor_override is not None:
+        return (windows.sum(2) / float(divisor_override)).reshape(shape)
+    spans = []
+    for size, k, s_, p, n_out in ((H, kernel[0], stride[0], padding[0], shape[2]),
+                                  (W, kernel[1], stride[1], padding[1], shape[3])):
+        row = []
+        for o in range(n_out):
+            start = o * s_ - p
+            end = min(start + k, size + p)
+            row.append(end - start if count_include_pad else min(end, size) - max(start, 0))
+        spans.append(row)
+    div = [a * b for a in spans[0] for b in spans[1]]
+    if all(d == kernel[0] * kernel[1] for d in div):
+        return windows.mean(2).reshape(shape)
+    return (windows.sum(2) / tensor(div, dtype=x.dtype, device=x.device)).reshape(shape)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d: output cell i averages input rows
+    floor(i H / oh) .. ceil((i + 1) H / oh) - 1 (likewise for columns); None keeps a size.
+    Divisible sizes reshape and take means; others multiply by averaging matrices."""
+    if not isinstance(x, Tensor) or x.ndim not in (3, 4):
+        raise ShapeError(f"adaptive_avg_pool2d expects a (N, C, H, W) or (C, H, W) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    size = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * 2
+    if len(size) != 2:
+        raise ShapeError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got "
+                         f"{output_size!r}")
+    H, W = x.shape[-2:]
+    oh, ow = (H if size[0] is None else sh.as_int(size[0], "output_size"),
+              W if size[1] is None else sh.as_int(size[1], "output_size"))
+    if oh < 0 or ow < 0 or (H == 0 or W == 0) and (oh or ow):
+        raise ShapeError(f"adaptive_avg_pool2d: output size {(oh, ow)} for an input of spatial "
+                         f"size {(H, W)}")
+    lead = x.shape[:-2]
+    if oh and ow and H % oh == 0 and W % ow == 0:
+        return x.reshape(lead + (oh, H // oh, ow, W // ow)).mean((-3, -1))
+    ah = tensor(_averaging(H, oh), dtype=x.dtype, device=x.device)        # (oh, H)
+    aw = tensor(_averaging(W, ow), dtype=x.dtype, device=x.device)        # (ow, W)
+    return matmul(matmul(ah, x), aw.mT)
+
+
+def _averaging(n, m):
+    rows = []
+    for i in range(m):
+        a, b = (i * n) // m, -(-((i + 1) * n) // m)
+        rows.append([1.0 / (b - a) if a <= j < b else 0.0 for j in range(n)])
+    return rows

@@ -1,10 +1,13 @@
-"""Neural-network functions built from the op families: one_hot, cross_entropy.
+"""Neural-network functions built from the op families: one_hot, nll_loss, cross_entropy
+(the other losses: ops/losses.py).
 
 Nothing here reads a value back to the host: a check on values (labels in range) is queued on the
 device and reported at the next readback, as CUDA reports a device-side assert (numr_web.backends
 `Backend.check_later`); on the cpu it is immediate.
 """
 from __future__ import annotations
+
+import warnings
 
 from .. import dtypes as dt
 from ..autograd import apply
@@ -46,51 +49,106 @@ def one_hot(labels, num_classes=-1, dtype=dt.float32):
     return apply(OPS["one_hot"], labels, n=num_classes, dtype=dtype)
 
 
-def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
+def legacy_reduction(size_average, reduce, reduction):
+    """torch's _Reduction.legacy_get_string: the deprecated size_average/reduce flags, when given,
+    decide the reduction (reduce=False: "none"; else size_average=False: "sum"; else "mean")."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce are deprecated (as in torch); use reduction='mean', "
+                  "'sum' or 'none'", UserWarning, stacklevel=3)
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def check_reduction(what, reduction, extra=()):
+    if reduction not in ("mean", "sum", "none") + tuple(extra):
+        allowed = ", ".join(repr(r) for r in ("mean", "sum", "none") + tuple(extra))
+        raise ShapeError(f"{what}: {reduction!r} is not a valid value for reduction; expected "
+                         f"one of {allowed}")
+
+
+def _class_rows(x, what):
+    """(N, C, d1, ...) / (N, C) / (C,) -> (rows, C) with classes last, the batch shape (N, d1,
+    ...) and C."""
+    if x.ndim == 0:
+        raise ShapeError(f"{what}: input must have a class dimension: (C,), (N, C) or "
+                         "(N, C, d1, ...); got a 0-d tensor")
+    lead = x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()
+    C = x.shape[1] if x.ndim > 1 else x.shape[0]
+    if x.ndim > 2:
+        x = x.permute((0,) + tuple(range(2, x.ndim)) + (1,))
+    return x.reshape(-1, C), lead, C
+
+
+def _class_weight(weight, like, C, what):
+    if weight is None:
+        return None
+    w = as_tensor(weight, like).astype(like.dtype)
+    check_same_device(like, w)
+    if w.shape != (C,):
+        raise ShapeError(f"{what}: weight must have shape ({C},) (one per class), got {w.shape}")
+    return w
+
+
+def _picked(lp, target, lead, C, w, ignore_index, what):
+    """Per row: -lp[label] * weight[label] (0 for ignored rows), and the row weights."""
+    if target.dtype.kind != "i":
+        raise DTypeError(f"{what}: target must be int32 class indices, got {target.dtype.name}")
+    if target.shape != lead:
+        raise ShapeError(f"{what}: target must have shape {lead} to match input of shape "
+                         f"{(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got {target.shape}")
+    labels = target.reshape(-1)
+    _check_labels(labels, C, ignore_index, f"{what} targets")
+    hit = apply(OPS["one_hot"], _masked(labels, ignore_index), n=C, dtype=dt.bool_)
+    kept = (labels != ignore_index).astype(lp.dtype)        # rows that count
+    w_rows = (w.expand(hit.shape) * hit.astype(lp.dtype)).sum(-1) if w is not None else kept
+    picked = where(hit, lp, 0.0).sum(-1)                    # no -inf * 0 for masked classes
+    return (-picked * w_rows if w is not None else -picked), w_rows, kept
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """torch.nn.functional.nll_loss: input log-probabilities (N, C), (N, C, d1, ...) or (C,);
+    target int32 class indices (N,) / (N, d1, ...) / (). "mean" divides by the summed weights of
+    the rows that count (NaN when every row is ignored, as torch)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if not isinstance(input, Tensor):
+        raise DTypeError(f"nll_loss: input must be a Tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating:
+        raise DTypeError(f"nll_loss: input must be floating point, got {input.dtype.name}")
+    target = as_tensor(target, input)
+    check_same_device(input, target)
+    check_reduction("nll_loss", reduction)
+    lp, lead, C = _class_rows(input, "nll_loss")
+    w = _class_weight(weight, lp, C, "nll_loss")
+    nll, w_rows, _ = _picked(lp, target, lead, C, w, ignore_index, "nll_loss")
+    return _reduce(nll, w_rows, reduction, lead)
+
+
+def cross_entropy(logits, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
     """torch.nn.functional.cross_entropy: logits (N, C), (N, C, d1, ...) or (C,); target class
     indices (N,) / (N, d1, ...) / () as int32, or class probabilities of the logits' shape."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not isinstance(logits, Tensor):
         raise DTypeError(f"cross_entropy: logits must be a Tensor, got {type(logits).__name__}")
     if not logits.dtype.is_floating:
         raise DTypeError(f"cross_entropy: logits must be floating point, got {logits.dtype.name}")
     target = as_tensor(target, logits)
     check_same_device(logits, target)
-    if reduction not in ("mean", "sum", "none"):
-        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got "
-                         f"{reduction!r}")
+    check_reduction("cross_entropy", reduction)
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ShapeError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    if logits.ndim == 0:
-        raise ShapeError("cross_entropy: logits must have a class dimension: (C,), (N, C) or "
-                         "(N, C, d1, ...)")
-    # classes last: (rows, C)
-    lead = logits.shape[:1] + logits.shape[2:] if logits.ndim > 1 else ()
-    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
-    if logits.ndim > 2:
-        logits = logits.permute((0,) + tuple(range(2, logits.ndim)) + (1,))
-    lp = logits.reshape(-1, C).log_softmax(-1)
-    w = None
-    if weight is not None:
-        w = as_tensor(weight, lp).astype(lp.dtype)
-        if w.shape != (C,):
-            raise ShapeError(f"cross_entropy: weight must have shape ({C},), got {w.shape}")
+    rows, lead, C = _class_rows(logits, "cross_entropy")
+    lp = rows.log_softmax(-1)
+    w = _class_weight(weight, lp, C, "cross_entropy")
     if target.dtype.is_floating:                           # class probabilities
         return _soft_targets(lp, target, C, lead, w, reduction, label_smoothing, logits)
     if target.dtype.kind != "i":
         raise DTypeError(f"cross_entropy: target must be int32 class indices or float "
                          f"probabilities, got {target.dtype.name}")
-    if target.shape != lead:
-        raise ShapeError(f"cross_entropy: target must have shape {lead} to match logits of "
-                         f"shape {(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got "
-                         f"{target.shape}")
-    labels = target.reshape(-1)
-    _check_labels(labels, C, ignore_index, "cross_entropy targets")
-    hit = apply(OPS["one_hot"], _masked(labels, ignore_index), n=C, dtype=dt.bool_)
-    kept = (labels != ignore_index).astype(lp.dtype)        # rows that count
-    w_rows = (w.expand(hit.shape) * hit.astype(lp.dtype)).sum(-1) if w is not None else kept
-    picked = where(hit, lp, 0.0).sum(-1)                    # no -inf * 0 for masked classes
-    nll = -picked * w_rows if w is not None else -picked
+    nll, w_rows, kept = _picked(lp, target, lead, C, w, ignore_index, "cross_entropy")
     loss = _reduce(nll, w_rows, reduction, lead)
     if label_smoothing:
         smooth = -(lp * w).sum(-1) if w is not None else -lp.sum(-1)

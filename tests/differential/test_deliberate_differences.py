@@ -125,3 +125,22 @@ def test_manual_seed_repeats_numr_not_torch(device):
     assert np.array_equal(nr.rand(4, device=device).numpy(), a)
     torch.manual_seed(0)
     assert not np.allclose(torch.rand(4).numpy(), a)
+
+
+def test_inplace_activations_return_new_tensors(device):
+    from numr_web import nn
+    x = nr.tensor([-1.0, 2.0], device=device)
+    y = nn.LeakyReLU(0.5, inplace=True)(x)
+    assert x.tolist() == [-1.0, 2.0] and y.tolist() == [-0.5, 2.0]
+    t = torch.tensor([-1.0, 2.0])
+    torch.nn.LeakyReLU(0.5, inplace=True)(t)
+    assert t.tolist() == [-0.5, 2.0]                                     # torch: overwritten
+
+
+def test_max_pool_indices_are_int32(device):
+    x = nr.tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), device=device)
+    _, idx = nr.max_pool2d(x, 2, return_indices=True)
+    _, tidx = torch.nn.functional.max_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2,
+                                             return_indices=True)
+    assert idx.dtype is nr.int32 and tidx.dtype == torch.int64
+    assert idx.tolist() == tidx.tolist()

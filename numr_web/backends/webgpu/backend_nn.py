@@ -114,16 +114,18 @@ class NNPrimitives:
     def _attention_composed(self, q, k, v, mask, causal, scale):
         s = self._scores(q, k, mask, causal, scale)
         m = self.reduce("max", s, (s.ndim - 1,), True)
-        p = self.unary("exp", self.binary("sub", s, m))
+        dead = self.binary("eq", m, float("-inf"))         # every key masked: 0 out, as torch
+        p = self.unary("exp", self.binary("sub", s, self.where(dead, 0.0, m)))
         l = self.reduce("sum", p, (s.ndim - 1,), True)
-        out = self.binary("div", self.matmul(p, v), l)
+        out = self.binary("div", self.matmul(p, v), self.where(dead, 1.0, l))
         lse = self.binary("add", m, self.unary("log", l))
         return out, self.reshape(lse, lse.shape[:-1])
 
     def _attention_backward_composed(self, do, q, k, v, out, lse, mask, causal, scale):
         last = q.ndim - 1
-        p = self.unary("exp", self.binary("sub", self._scores(q, k, mask, causal, scale),
-                                          self.reshape(lse, lse.shape + (1,))))
+        lse = self.reshape(lse, lse.shape + (1,))
+        lse = self.where(self.binary("eq", lse, float("-inf")), 0.0, lse)   # fully masked: p = 0
+        p = self.unary("exp", self.binary("sub", self._scores(q, k, mask, causal, scale), lse))
         dv = self.matmul(self.permute(p, _swap_last(p.ndim)), do)
         dp = self.matmul(do, self.permute(v, _swap_last(v.ndim)))
         delta = self.reduce("sum", self.binary("mul", do, out), (last,), True)
@@ -140,7 +142,7 @@ class NNPrimitives:
         lse = self.d.alloc(lead + (TQ,), q.dtype)
         if B and TQ:
             if TK == 0:
-                return self.full(out.shape, float("nan"), q.dtype), \
+                return self.full(out.shape, 0.0, q.dtype), \
                     self.full(lse.shape, float("-inf"), q.dtype)
             attn.forward(self.d, qc, kc, vc, mask, causal, scale, out, lse, B, TQ, TK,
                          self.loop_budget)

@@ -89,9 +89,10 @@ class Optimizer:
                 index.setdefault(id(p), len(index))
             groups.append({**{k: v for k, v in g.items() if k != "params"},
                            "params": [index[id(p)] for p in g["params"]]})
+        # as torch: no entry for a parameter without state (SGD without momentum)
         state = {index[id(p)]: {k: v.detach() if isinstance(v, Tensor) else v
                                 for k, v in s.items()}
-                 for p, s in self.state.items() if id(p) in index}
+                 for p, s in self.state.items() if s and id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
@@ -117,9 +118,31 @@ def _to_param(v, p):
     return v.astype(p.dtype) if v.dtype.is_floating else v
 
 
-def _check(name, value, ok):
+def _check(what, value, ok, right):
+    """torch's argument checks and messages (a ValueError there; ShapeError, a ValueError, here),
+    plus what a valid value is."""
     if not ok:
-        raise NumrError(f"invalid {name}: {value!r}")
+        raise _core.ShapeError(f"Invalid {what}: {value!r}; expected {right}")
+
+
+def _check_common(lr, weight_decay):
+    _check("learning rate", lr, _is_number(lr) and lr >= 0, "lr >= 0")
+    _check("weight_decay value", weight_decay, _is_number(weight_decay) and weight_decay >= 0,
+           "weight_decay >= 0")
+
+
+def _check_adam(betas, eps):
+    _check("epsilon value", eps, _is_number(eps) and eps >= 0, "eps >= 0")
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise _core.ShapeError(f"Invalid betas: {betas!r}; expected a pair (beta1, beta2) in "
+                               "[0, 1)")
+    for i, b in enumerate(betas):
+        _check(f"beta parameter at index {i}", b, _is_number(b) and 0 <= b < 1,
+               "0 <= beta < 1")
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _lerp(a, b, w):
@@ -132,16 +155,20 @@ class SGD(Optimizer):
     on the first step); g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False):
-        _check("lr", lr, lr >= 0)
-        _check("momentum", momentum, momentum >= 0)
-        _check("weight_decay", weight_decay, weight_decay >= 0)
+                 nesterov=False, *, maximize=False):
+        _check_common(lr, weight_decay)
+        _check("momentum value", momentum, _is_number(momentum) and momentum >= 0,
+               "momentum >= 0")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise NumrError("Nesterov momentum requires a momentum > 0 and zero dampening")
+            raise _core.ShapeError("Nesterov momentum requires a momentum and zero dampening; "
+                                   f"got momentum={momentum}, dampening={dampening}")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=bool(maximize)))
 
     def _update(self, p, g, state, group):
+        if group.get("maximize"):
+            g = -g
         wd, mom = group["weight_decay"], group["momentum"]
         if wd:
             g = g + p * wd
@@ -161,16 +188,16 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, capturable=False):
-        _check("lr", lr, lr >= 0)
-        _check("eps", eps, eps >= 0)
-        _check("betas", betas, all(0 <= b < 1 for b in betas))
-        _check("weight_decay", weight_decay, weight_decay >= 0)
+                 amsgrad=False, capturable=False, *, maximize=False):
+        _check_common(lr, weight_decay)
+        _check_adam(betas, eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      capturable=bool(capturable)))
+                                      capturable=bool(capturable), maximize=bool(maximize)))
 
     def _update(self, p, g, state, group):
+        if group.get("maximize"):
+            g = -g
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         base = p
         if wd and self.decoupled:
@@ -203,8 +230,9 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, capturable=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, capturable)
+                 amsgrad=False, capturable=False, *, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, capturable,
+                         maximize=maximize)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
