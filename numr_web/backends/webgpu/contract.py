@@ -144,7 +144,34 @@ ELEMENTWISE = KernelFile(
         ("B_SCALAR", "bool", "false", "operand b is the scalar in word SCALAR_B"),
     ],
     codes={"RANDOM": ("uniform", "normal")},
-    vocabulary=True,
+    vocabulary=True, includes=("elementwise_ops.wgsl",),
+)
+
+# -- fused.wgsl: one generated kernel per chain of elementwise ops (codegen_fused.py, fusion.py) ---
+FUSED_BUFFERS = 8                # storage bindings of one fused kernel, inputs + outputs (WebGPU's
+                                 # minimum maxStorageBuffersPerShaderStage)
+FUSED_SCALARS = 2 * MAXD         # Python-scalar operands per fused kernel (SCALARS, SCALARS_HI)
+FUSED = KernelFile(
+    "fused.wgsl",
+    Layout(scalars=[
+        ("N", "elements (every operand dense, of N elements)"),
+        ("NEG_ZERO", "-0.0 (0x80000000): added to every intermediate, see fused.wgsl"),
+    ], arrays=[
+        ("OFFSET_IN", "element offset of input k inside its binding (in<k>)"),
+        ("OFFSET_OUT", "element offset of output k inside its binding (out<k>)"),
+        ("SCALARS", "scalar operand k (f32 / i32 bits), k < 8"),
+        ("SCALARS_HI", "scalar operands 8..15 (SCALARS + k continues here)"),
+    ]),
+    slots=[(f"in{k}", "read", "array<S>", f"input {k}") for k in range(FUSED_BUFFERS - 1)] +
+          [(f"out{k}", "read_write", "array<S>", f"output {k}") for k in range(FUSED_BUFFERS - 1)],
+    # the generated entry point of a kernel with i inputs and o outputs: fused_<i>_<o>
+    entries={f"fused_{i}_{o}": tuple(f"in{k}" for k in range(i)) + tuple(f"out{k}" for k in range(o))
+             for i in range(1, FUSED_BUFFERS) for o in range(1, FUSED_BUFFERS + 1 - i)},
+    overrides=[
+        ("OP", "u32", "0u", "unused here (the generated op switch reads it)"),
+        ("ACT", "u32", "0u", "unused here (unary_act_* read it; fused kernels pass ACT_* codes)"),
+    ],
+    vocabulary=True, includes=("elementwise_ops.wgsl",),
 )
 
 # -- reduce.wgsl ----------------------------------------------------------------------------------------
@@ -395,3 +422,5 @@ ATTENTION = KernelFile(
 )
 
 KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, MATMUL_SG, INDEX, NORM, CONV, ATTENTION)}
+# kernel files whose entry points are generated per call (codegen_fused.py), not in the file
+GENERATED = {FUSED.name: FUSED}
