@@ -150,7 +150,7 @@ ELEMENTWISE = KernelFile(
 # -- fused.wgsl: one generated kernel per chain of elementwise ops (codegen_fused.py, fusion.py) ---
 FUSED_BUFFERS = 8                # storage bindings of one fused kernel, inputs + outputs (WebGPU's
                                  # minimum maxStorageBuffersPerShaderStage)
-FUSED_SCALARS = 2 * MAXD         # Python-scalar operands per fused kernel (SCALARS, SCALARS_HI)
+FUSED_SCALARS = 4 * MAXD         # Python-scalar operands per fused kernel (SCALARS + k, k < 32)
 FUSED = KernelFile(
     "fused.wgsl",
     Layout(scalars=[
@@ -160,7 +160,9 @@ FUSED = KernelFile(
         ("OFFSET_IN", "element offset of input k inside its binding (in<k>)"),
         ("OFFSET_OUT", "element offset of output k inside its binding (out<k>)"),
         ("SCALARS", "scalar operand k (f32 / i32 bits), k < 8"),
-        ("SCALARS_HI", "scalar operands 8..15 (SCALARS + k continues here)"),
+        ("SCALARS_1", "scalar operands 8..15 (word SCALARS + k continues here)"),
+        ("SCALARS_2", "scalar operands 16..23"),
+        ("SCALARS_3", "scalar operands 24..31"),
     ]),
     slots=[(f"in{k}", "read", "array<S>", f"input {k}") for k in range(FUSED_BUFFERS - 1)] +
           [(f"out{k}", "read_write", "array<S>", f"output {k}") for k in range(FUSED_BUFFERS - 1)],
