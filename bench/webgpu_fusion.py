@@ -1,0 +1,94 @@
+"""Fusion of elementwise chains on webgpu: the unfused GELU graph (tanh form, written op by op)
+forward + backward with fusion off and on, against the fused op nr.gelu(approximate="tanh") (one
+kernel forward, one backward; with fusion on, an iteration's forward and backward kernels fuse too).
+
+    python bench/webgpu_fusion.py [--n 1048576] [--rounds 5] [--iters 3]
+
+One iteration: x (n float32 values, requires_grad) -> y = 0.5*x*(1+tanh(0.79788456*(x+0.044715*x**3)))
+(or nr.gelu(x, approximate="tanh")), y.backward(dy). Per round, `--iters` iterations back to back
+(each one's y and x.grad kept referenced: fusion never writes a value nobody references, which
+would skip the work) and one synchronising read-back of one element of the last x.grad; ms per
+iteration is the round's wall time divided by --iters (median over rounds; 2 warm-up iterations before). Dispatches per
+iteration come from the backend's info()["dispatches"]; the fusion knob is switched through the
+backend's `fuse` attribute (NUMR_WEBGPU_FUSE). The variants' y and x.grad are compared: the
+graph with fusion on must equal it with fusion off bit for bit.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import numr_web as nr  # noqa: E402
+
+
+def graph(x):
+    return 0.5 * x * (1 + nr.tanh(0.79788456 * (x + 0.044715 * x ** 3)))
+
+
+def fused_op(x):
+    return nr.gelu(x, approximate="tanh")
+
+
+def step(fn, xs, dy):
+    x = nr.tensor(xs, device="webgpu", requires_grad=True)
+    y = fn(x)
+    y.backward(dy)
+    return x, y
+
+
+def bench(be, fn, fuse, xs, dy, rounds, iters):
+    be.fuse = fuse
+    for _ in range(2):
+        x, y = step(fn, xs, dy)
+    x.grad[0].item()
+    d0 = sum(be.info()["dispatches"].values())
+    times = []
+    for _ in range(rounds):
+        kept = []                  # every iteration's y and x.grad stay referenced, so none is skipped
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            x, y = step(fn, xs, dy)
+            kept.append((x, y))
+        x.grad[0].item()
+        times.append((time.perf_counter() - t0) * 1000 / iters)
+    per_iter = (sum(be.info()["dispatches"].values()) - d0) / (rounds * iters)
+    return statistics.median(times), per_iter, (y.numpy(), x.grad.numpy())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1 << 20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=3)
+    a = ap.parse_args()
+    be = nr.get_backend("webgpu")
+    rng = np.random.default_rng(0)
+    xs = rng.uniform(-4, 4, a.n).astype(np.float32)
+    dy = nr.tensor(rng.standard_normal(a.n).astype(np.float32), device="webgpu")
+    rows = []
+    for name, fn, fuse in (("unfused graph, NUMR_WEBGPU_FUSE=0", graph, False),
+                           ("unfused graph, NUMR_WEBGPU_FUSE=1", graph, True),
+                           ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=0", fused_op, False),
+                           ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=1", fused_op, True)):
+        ms, disp, res = bench(be, fn, fuse, xs, dy, a.rounds, a.iters)
+        rows.append((name, ms, disp, res))
+    same = all(np.array_equal(u.view(np.uint32), v.view(np.uint32))
+               for u, v in zip(rows[0][3], rows[1][3]))
+    err = max(float(np.max(np.abs(u - v))) for u, v in zip(rows[1][3], rows[2][3]))
+    print(f"adapter: {be.adapter.name}; n = {a.n} float32; {a.rounds} rounds x {a.iters} iterations")
+    print("| variant | dispatches / iteration | ms / iteration |\n|---|---|---|")
+    for name, ms, disp, _ in rows:
+        print(f"| {name} | {disp:.1f} | {ms:.1f} |")
+    print(f"fusion on == off bit for bit: {same}; max |graph - nr.gelu| over y and x.grad: {err:.2e}")
+    print("fusion counters:", be.info()["fusion"])
+
+
+if __name__ == "__main__":
+    main()
