@@ -5,11 +5,11 @@ kernel forward, one backward; with fusion on, an iteration's forward and backwar
     python bench/webgpu_fusion.py [--n 1048576] [--rounds 5] [--iters 3]
 
 One iteration: x (n float32 values, requires_grad) -> y = 0.5*x*(1+tanh(0.79788456*(x+0.044715*x**3)))
-(or nr.gelu(x, approximate="tanh")), y.backward(dy). Per round, `--iters` iterations back to back
+(or nr.gelu(x, approximate="tanh")), y.backward(dy). Per round, each variant in turn runs `--iters` iterations back to back
 (each one's y and x.grad kept referenced: fusion never writes a value nobody references, which
 would skip the work) and one synchronising read-back of one element of the last x.grad; ms per
 iteration is the round's wall time divided by --iters (median over rounds; 2 warm-up iterations before). Dispatches per
-iteration come from the backend's info()["dispatches"]; the fusion knob is switched through the
+iteration (of one more iteration run alone) come from the backend's info()["dispatches"]; the fusion knob is switched through the
 backend's `fuse` attribute (NUMR_WEBGPU_FUSE). The variants' y and x.grad are compared: the
 graph with fusion on must equal it with fusion off bit for bit.
 """
@@ -43,23 +43,25 @@ def step(fn, xs, dy):
     return x, y
 
 
-def bench(be, fn, fuse, xs, dy, rounds, iters):
+def warm(be, fn, fuse, xs, dy):
     be.fuse = fuse
     for _ in range(2):
         x, y = step(fn, xs, dy)
     x.grad[0].item()
+
+
+def one_round(be, fn, fuse, xs, dy, iters):
+    """(ms per iteration, dispatches per iteration, (y, x.grad) of the last iteration)."""
+    be.fuse = fuse
     d0 = sum(be.info()["dispatches"].values())
-    times = []
-    for _ in range(rounds):
-        kept = []                  # every iteration's y and x.grad stay referenced, so none is skipped
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            x, y = step(fn, xs, dy)
-            kept.append((x, y))
-        x.grad[0].item()
-        times.append((time.perf_counter() - t0) * 1000 / iters)
-    per_iter = (sum(be.info()["dispatches"].values()) - d0) / (rounds * iters)
-    return statistics.median(times), per_iter, (y.numpy(), x.grad.numpy())
+    kept = []                  # every iteration's y and x.grad stay referenced, so none is skipped
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        x, y = step(fn, xs, dy)
+        kept.append((x, y))
+    x.grad[0].item()
+    ms = (time.perf_counter() - t0) * 1000 / iters
+    return ms, (sum(be.info()["dispatches"].values()) - d0) / iters, (y.numpy(), x.grad.numpy())
 
 
 def main():
@@ -72,13 +74,21 @@ def main():
     rng = np.random.default_rng(0)
     xs = rng.uniform(-4, 4, a.n).astype(np.float32)
     dy = nr.tensor(rng.standard_normal(a.n).astype(np.float32), device="webgpu")
+    variants = (("unfused graph, NUMR_WEBGPU_FUSE=0", graph, False),
+                ("unfused graph, NUMR_WEBGPU_FUSE=1", graph, True),
+                ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=0", fused_op, False),
+                ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=1", fused_op, True))
+    for _, fn, fuse in variants:
+        warm(be, fn, fuse, xs, dy)
+    times = [[] for _ in variants]
+    for _ in range(a.rounds):  # the variants interleaved round by round: load drifts hit them alike
+        for i, (name, fn, fuse) in enumerate(variants):
+            ms, disp, res = one_round(be, fn, fuse, xs, dy, a.iters)
+            times[i].append(ms)
     rows = []
-    for name, fn, fuse in (("unfused graph, NUMR_WEBGPU_FUSE=0", graph, False),
-                           ("unfused graph, NUMR_WEBGPU_FUSE=1", graph, True),
-                           ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=0", fused_op, False),
-                           ("nr.gelu(approximate='tanh'), NUMR_WEBGPU_FUSE=1", fused_op, True)):
-        ms, disp, res = bench(be, fn, fuse, xs, dy, a.rounds, a.iters)
-        rows.append((name, ms, disp, res))
+    for i, (name, fn, fuse) in enumerate(variants):
+        ms, disp, res = one_round(be, fn, fuse, xs, dy, 1)
+        rows.append((name, statistics.median(times[i]), disp, res))
     same = all(np.array_equal(u.view(np.uint32), v.view(np.uint32))
                for u, v in zip(rows[0][3], rows[1][3]))
     err = max(float(np.max(np.abs(u - v))) for u, v in zip(rows[1][3], rows[2][3]))

@@ -151,24 +151,30 @@ ELEMENTWISE = KernelFile(
 FUSED_BUFFERS = 8                # storage bindings of one fused kernel, inputs + outputs (WebGPU's
                                  # minimum maxStorageBuffersPerShaderStage)
 FUSED_SCALARS = 4 * MAXD         # Python-scalar operands per fused kernel (SCALARS + k, k < 32)
+_FUSED_VIEWS = (("", "array<S>"), ("4", "array<vec4<S>>"))
 FUSED = KernelFile(
     "fused.wgsl",
     Layout(scalars=[
-        ("N", "elements (every operand dense, of N elements)"),
+        ("N", "elements (every operand dense, of N elements; fused4_*: vec4s)"),
         ("NEG_ZERO", "-0.0 (0x80000000): added to every intermediate, see fused.wgsl"),
     ], arrays=[
-        ("OFFSET_IN", "element offset of input k inside its binding (in<k>)"),
-        ("OFFSET_OUT", "element offset of output k inside its binding (out<k>)"),
+        ("OFFSET_IN", "element offset of input k inside its binding (in<k>; in4<k>: vec4s)"),
+        ("OFFSET_OUT", "element offset of output k inside its binding (out<k>; out4<k>: vec4s)"),
         ("SCALARS", "scalar operand k (f32 / i32 bits), k < 8"),
         ("SCALARS_1", "scalar operands 8..15 (word SCALARS + k continues here)"),
         ("SCALARS_2", "scalar operands 16..23"),
         ("SCALARS_3", "scalar operands 24..31"),
     ]),
-    slots=[(f"in{k}", "read", "array<S>", f"input {k}") for k in range(FUSED_BUFFERS - 1)] +
-          [(f"out{k}", "read_write", "array<S>", f"output {k}") for k in range(FUSED_BUFFERS - 1)],
-    # the generated entry point of a kernel with i inputs and o outputs: fused_<i>_<o>
-    entries={f"fused_{i}_{o}": tuple(f"in{k}" for k in range(i)) + tuple(f"out{k}" for k in range(o))
-             for i in range(1, FUSED_BUFFERS) for o in range(1, FUSED_BUFFERS + 1 - i)},
+    slots=[(f"in{v}{k}", "read", t, f"input {k}") for v, t in _FUSED_VIEWS
+           for k in range(FUSED_BUFFERS - 1)] +
+          [(f"out{v}{k}", "read_write", t, f"output {k}") for v, t in _FUSED_VIEWS
+           for k in range(FUSED_BUFFERS - 1)],
+    # the generated entry point of a kernel with i inputs and o outputs: fused_<i>_<o>, and
+    # fused4_<i>_<o> on vec4 views (4 elements per step; N, offsets in vec4s)
+    entries={f"fused{v}_{i}_{o}": tuple(f"in{v}{k}" for k in range(i)) +
+             tuple(f"out{v}{k}" for k in range(o))
+             for v, _ in _FUSED_VIEWS for i in range(1, FUSED_BUFFERS)
+             for o in range(1, FUSED_BUFFERS + 1 - i)},
     overrides=[
         ("OP", "u32", "0u", "unused here (the generated op switch reads it)"),
         ("ACT", "u32", "0u", "unused here (unary_act_* read it; fused kernels pass ACT_* codes)"),

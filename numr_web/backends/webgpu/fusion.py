@@ -173,20 +173,29 @@ class Fuser:
             vmap[j] = len(steps)
             steps.append((op.family, op.name, op.act, args))
         outputs = [j for j in order if j in live]
-        key = (dtype.name, tuple(steps), tuple(vmap[j] for j in outputs), len(inputs))
-        entry = codegen_fused.entry_name(key)
-        pipe = self.d.kernels.fused(dtype, key, entry, lambda: codegen_fused.entry_wgsl(key))
         w = L.new()
-        w[L.N], w[L.NEG_ZERO] = n, NEG_ZERO
         bufs = {}
         for k, m in inputs.items():
             leaf = leaves[k]
-            bufs[f"in{m}"], w[L.OFFSET_IN + m] = self.d.bind(leaf, leaf.offset, n)
+            bufs[m], w[L.OFFSET_IN + m] = self.d.bind(leaf, leaf.offset, n)
         for m, j in enumerate(outputs):
-            bufs[f"out{m}"], w[L.OFFSET_OUT + m] = self.d.bind(GPUArray(live[j], (n,), dtype), 0, n)
+            bufs[-1 - m], w[L.OFFSET_OUT + m] = self.d.bind(GPUArray(live[j], (n,), dtype), 0, n)
+        # vec4 loads and stores where every operand allows them (dense, 4-aligned: as elementwise)
+        vec4 = n % 4 == 0 and all(w[L.OFFSET_IN + m] % 4 == 0 for m in range(len(inputs))) and \
+            all(w[L.OFFSET_OUT + m] % 4 == 0 for m in range(len(outputs)))
+        v = "4" if vec4 else ""
+        if vec4:
+            for word in [L.OFFSET_IN + m for m in range(len(inputs))] + \
+                    [L.OFFSET_OUT + m for m in range(len(outputs))]:
+                w[word] //= 4
+        bufs = {(f"in{v}{m}" if m >= 0 else f"out{v}{-1 - m}"): b for m, b in bufs.items()}
+        key = (dtype.name, tuple(steps), tuple(vmap[j] for j in outputs), len(inputs), vec4)
+        entry = codegen_fused.entry_name(key)
+        pipe = self.d.kernels.fused(dtype, key, entry, lambda: codegen_fused.entry_wgsl(key))
+        w[L.N], w[L.NEG_ZERO] = n // 4 if vec4 else n, NEG_ZERO
         for k, m in smap.items():
             w[L.SCALARS + m] = scalars[k]
-        self.d.launch_pipeline(pipe, FUSED.name, entry, w, bufs, self.d.grid(n))
+        self.d.launch_pipeline(pipe, FUSED.name, entry, w, bufs, self.d.grid(w[L.N]))
         self.kernels += 1
         self.fused_ops += len(steps)
 
