@@ -6,6 +6,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
   config.py                the knobs below and the process's one adapter
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
   graphs.py                a step's dispatches recorded for nr.capture and replayed
+  fusion.py, codegen_fused.py  chains of elementwise ops recorded lazily, run as one kernel
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
   backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
