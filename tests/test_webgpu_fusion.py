@@ -312,3 +312,30 @@ def test_unreferenced_intermediates_are_not_stored():
         y = ((x * 2 + 1) * 3 - 4).abs()
         y.numpy()
     assert BE.info()["fusion"]["skipped"] - before == 4      # of 5 ops, only y is stored
+
+
+def test_bool_chains_and_inputs_at_unaligned_offsets():
+    xs = data(1031)
+    m = np.random.default_rng(3).random((3, 1031)) > 0.5
+
+    def run():
+        big = T(xs)
+        x = big[1:1030]                         # dense, offset 1: no vec4 loads for it
+        y = (x * 2 + 1).exp() - x
+        a, b, c = (T(v, dtype="bool") for v in m)
+        logic = (a & b) | ~c ^ a
+        return [y, logic]
+    (off, _), (on, _) = both(run)
+    same_bits(off, on)
+
+
+def test_settle_records_the_pending_chain():
+    BE.fuse = True
+    BE.flush()
+    k0, d0 = fused_kernels(), dispatches()
+    x = T(data(64))
+    y = (x + 1) * 2
+    assert dispatches() == d0                   # recorded lazily: nothing dispatched yet
+    BE.settle()
+    assert fused_kernels() - k0 == 1 and dispatches() - d0 == 1
+    np.testing.assert_array_equal(y.numpy(), (data(64) + 1) * 2)
