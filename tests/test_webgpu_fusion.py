@@ -339,3 +339,21 @@ def test_settle_records_the_pending_chain():
     BE.settle()
     assert fused_kernels() - k0 == 1 and dispatches() - d0 == 1
     np.testing.assert_array_equal(y.numpy(), (data(64) + 1) * 2)
+
+
+def test_fused_wgsl_and_its_generated_entries_name_only_their_metadata_words():
+    import re
+    from numr_web.backends.webgpu import codegen, codegen_fused, contract, kernels
+    k = contract.GENERATED["fused.wgsl"]
+    steps = (("unary", "exp", None, (("i", 0),)), ("binary", "mul", None, (("v", 0), ("s", 0))),
+             ("unary", "act_fwd", "tanh", (("v", 1),)))
+    for vec4 in (False, True):
+        key = ("float32", steps, (2, 1), 1, vec4)
+        entry = codegen_fused.entry_name(key)
+        assert entry == ("fused4_1_2" if vec4 else "fused_1_2") and entry in k.entries
+        text = re.sub(r"//[^\n]*", "", kernels.load("fused.wgsl") + codegen_fused.entry_wgsl(key))
+        assert "@binding" not in text and not re.search(r"\bmu\(\s*\d", text)
+        for w in set(re.findall(r"\bW_[A-Z0-9_]+", text)):
+            assert hasattr(k.layout, w[2:]), w
+        assert "act_fwd_c(ACT_TANH, " in text and "binary_mul(r0" in text
+    assert "(fused.wgsl)" in codegen.dump("fused.wgsl")

@@ -146,7 +146,7 @@ def dump(kernel_file=None):
     names = list(KERNELS) if kernel_file is None else [kernel_file]
     parts = [header(n) for n in names]
     parts.append(activation_wgsl())
-    if any(KERNELS[n].vocabulary for n in names):
+    if any(contract_of(n).vocabulary for n in names):
         parts.append(elementwise_wgsl())
     return "\n".join(parts)
 
