@@ -16,8 +16,8 @@ For each N it starts N processes (numr_web.distributed.launch, one per GPU, back
 Rank 0 of each N writes a JSON result; the parent prints markdown tables.
 
 Models are pluggable: --models takes names from MODELS below or "package.module:factory" where
-factory(device, batch, seed) -> (module, make_batch() -> (x, y), loss_fn(output, y)). "gpt" uses
-numr_web.models' GPT once it exists (skipped with a note until then).
+factory(device, batch, seed) -> (module, make_batch() -> (x, y), loss_fn(output, y)). "gpt" is
+numr_web.models.GPT at bench/gpt.py's default size.
 """
 from __future__ import annotations
 
@@ -53,16 +53,23 @@ def mlp_wide(device, batch, seed):      # compute-bound stand-in until the GPT e
     return _mlp([1024, 4096, 4096, 4096, 1000], batch, device, seed)
 
 
-def gpt(device, batch, seed):
-    try:
-        mod = importlib.import_module("numr_web.models")
-    except ImportError:
-        raise LookupError("numr_web.models does not exist in this checkout yet") from None
-    factory = getattr(mod, "gpt_bench_factory", None)
-    if factory is None:
-        raise LookupError("numr_web.models has no gpt_bench_factory(device, batch, seed); pass "
-                          "--models package.module:factory")
-    return factory(device, batch, seed)
+def gpt(device, batch, seed):          # bench/gpt.py's model: 4 layers, 128 dims, context 64
+    import random
+    import numr_web as nr
+    from numr_web.models import GPT, GPTConfig
+    cfg = GPTConfig()
+    model = GPT(cfg, device=device, dtype="float32", seed=seed)
+    rng = random.Random(seed)
+
+    def tokens():
+        return nr.tensor([[rng.randrange(cfg.vocab_size) for _ in range(cfg.block_size)]
+                          for _ in range(batch)], dtype="int32", device=device)
+    x, y = tokens(), tokens()
+
+    def loss_fn(out, y):               # GPT returns (logits (B, T, V), None) without targets
+        logits = out[0]
+        return nr.cross_entropy(logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+    return model, (lambda: (x, y)), loss_fn
 
 
 MODELS = {"digits": (digits, 64), "mlp-wide": (mlp_wide, 2048), "gpt": (gpt, 16)}

@@ -25,6 +25,14 @@ from .ops.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
                               floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
                               remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)
+from .ops.math_ops import (  # noqa: A004
+    acos, allclose, arccos, arcsin, arctan, arctan2, asin, atan, atan2, ceil, cosh, eq, equal, exp2,
+    fix, floor, fmod, frac, ge, greater, greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf,
+    isposinf, le, lerp, less, less_equal, log2, log10, logical_and, logical_not, logical_or,
+    logical_xor, lt, nan_to_num, ne, not_equal, reciprocal, round, sinh, square, tan, trunc)
+from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, diag, diagonal, diff, dot,
+                             mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
+                             std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation

@@ -215,6 +215,113 @@ fn unary_rsqrt(x: C) -> C {
     return C(1.0 / sqrt(f));
 }
 fn unary_bitwise_not(x: C) -> C { return bitcast<C>(~bitcast<i32>(x)); }
+// rounding and the rest of torch's float math (numr_web/ops/math_ops.py); integers never come here
+fn unary_floor(x: C) -> C { return C(floor(f32(x))); }
+fn unary_ceil(x: C) -> C { return C(ceil(f32(x))); }
+fn unary_round(x: C) -> C { return C(round(f32(x))); }            // half to even, as torch
+fn unary_trunc(x: C) -> C { return C(trunc(f32(x))); }
+fn unary_reciprocal(x: C) -> C { return C(1.0 / f32(x)); }
+// 2^x = 2^(x - k) 2^k, k = round(x): x - k is exact, so only exp of |r| <= 0.35 rounds
+fn unary_exp2(x: C) -> C {
+    let f = f32(x);
+    if (f >= 128.0) { return C(inf_f32()); }
+    if (f < -160.0) { return C(0.0); }
+    let k = round(f);
+    return C(scale2(exp_s((f - k) * 0.6931471805599453), k));
+}
+// log2 and log10 from x = m 2^e with m in [sqrt(1/2), sqrt(2)): powers of two are exact
+fn log_base(f: f32, inv_ln_base: f32, log_base_2: f32) -> f32 {
+    if (f < 0.0) { return nan_f32(); }
+    if (f == 0.0) { return -inf_f32(); }
+    if ((bitcast<u32>(f) & 0x7fffffffu) >= 0x7f800000u) { return f; }     // inf, NaN
+    var g = f;
+    var e = 0.0;
+    if (g < 1.1754943508222875e-38) { g = g * 16777216.0; e = -24.0; }    // subnormal: scale up
+    let p = frexp(g);
+    var m = p.fract;
+    e = e + f32(p.exp);
+    if (m < 0.7071067811865476) { m = m * 2.0; e = e - 1.0; }
+    return e * log_base_2 + log1p_s(m - 1.0) * inv_ln_base;
+}
+fn unary_log2(x: C) -> C { return C(log_base(f32(x), 1.4426950408889634, 1.0)); }
+fn unary_log10(x: C) -> C { return C(log_base(f32(x), 0.4342944819032518, 0.3010299956639812)); }
+fn unary_tan(x: C) -> C {
+    let f = f32(x);
+    if (f == 0.0) { return x; }                          // +-0 keep their sign
+    return C(sincos_s(f, false) / sincos_s(f, true));
+}
+// |r| with the sign bit of v: the odd functions keep the sign of a zero (asin(-0) = -0)
+fn with_sign_of(r: f32, v: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(r) & 0x7fffffffu) | (bitcast<u32>(v) & 0x80000000u));
+}
+// sinh and cosh from expm1 / exp of |x| (musl's forms: no cancellation near 0, no overflow of
+// exp(|x|) below the float32 range of the result: e^|x| = (e^(|x|/2))^2)
+fn unary_sinh(x: C) -> C {
+    let f = f32(x);
+    let a = abs(f);
+    if (a < 9.0) {
+        let t = expm1_s(a);
+        if (a < 1.0) { return C(with_sign_of(0.5 * (2.0 * t - t * t / (t + 1.0)), f)); }
+        return C(with_sign_of(0.5 * (t + t / (t + 1.0)), f));
+    }
+    let e = exp_s(0.5 * a);
+    return C(with_sign_of((0.5 * e) * e, f));
+}
+fn unary_cosh(x: C) -> C {
+    let a = abs(f32(x));
+    if (a < 9.0) { let e = exp_s(a); return C(0.5 * e + 0.5 / e); }
+    let e = exp_s(0.5 * a);
+    return C((0.5 * e) * e);
+}
+// atan, asin, acos: Cephes' single-precision reductions and polynomials (within ~2 ulp); the
+// builtins may be far less accurate (WGSL allows 4096 ulp for atan) and lavapipe's atan(NaN) is 0
+const PI_F: f32 = 3.141592653589793;
+const PI_2_F: f32 = 1.5707963267948966;
+const PI_4_F: f32 = 0.7853981633974483;
+fn atan_s(v: f32) -> f32 {
+    var x = abs(v);
+    var y = 0.0;
+    if (x > 2.414213562373095) { y = PI_2_F; x = -1.0 / x; }
+    else if (x > 0.4142135623730950) { y = PI_4_F; x = (x - 1.0) / (x + 1.0); }
+    let z = x * x;
+    y = y + ((((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+              - 3.33329491539e-1) * z * x + x);
+    if (isnan_f(v)) { return v; }
+    return with_sign_of(y, v);
+}
+fn asin_s(v: f32) -> f32 {
+    let a = abs(v);
+    if (a > 1.0 || isnan_f(v)) { return nan_f32(); }
+    var x = a;
+    var z = a * a;
+    let big = a > 0.5;
+    if (big) { z = 0.5 * (1.0 - a); x = sqrt(z); }
+    var p = ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z
+              + 7.4953002686e-2) * z + 1.6666752422e-1) * z * x + x;
+    if (big) { p = PI_2_F - (p + p); }
+    return with_sign_of(p, v);
+}
+fn acos_s(x: f32) -> f32 {
+    if (x < -0.5) { return PI_F - 2.0 * asin_s(sqrt(0.5 * (1.0 + x))); }
+    if (x > 0.5) { return 2.0 * asin_s(sqrt(0.5 * (1.0 - x))); }
+    return PI_2_F - asin_s(x);
+}
+// atan2(y, x) from atan_s of a ratio <= 1, then the quadrant; the sign bits of zeros count
+fn atan2_s(y: f32, x: f32) -> f32 {
+    if (isnan_f(x) || isnan_f(y)) { return nan_f32(); }
+    let ax = abs(x);
+    let ay = abs(y);
+    var r = PI_4_F;                                       // both infinite
+    if (!(ax == inf_f32() && ay == inf_f32())) {
+        if (ay <= ax) { r = select(atan_s(ay / ax), 0.0, ay == 0.0); }
+        else { r = PI_2_F - atan_s(ax / ay); }
+    }
+    if ((bitcast<u32>(x) & 0x80000000u) != 0u) { r = PI_F - r; }
+    return bitcast<f32>(bitcast<u32>(r) | (bitcast<u32>(y) & 0x80000000u));
+}
+fn unary_asin(x: C) -> C { return C(asin_s(f32(x))); }
+fn unary_acos(x: C) -> C { return C(acos_s(f32(x))); }
+fn unary_atan(x: C) -> C { return C(atan_s(f32(x))); }
 // the backend's own: copy, and an activation (chosen by the ACT override) or its derivatives
 fn unary_copy(x: C) -> C { return x; }
 // (the act_*_c functions take the activation code: the fused kernels pass a constant ACT_*)
@@ -323,6 +430,15 @@ fn binary_remainder(x: C, y: C) -> C {
     if (r != 0.0 && ((r < 0.0) != (f32(y) < 0.0))) { r = r + f32(y); }
     return C(r);
 }
+// torch.fmod: the remainder with the dividend's sign (integers: by 0 gives 0, as remainder)
+fn binary_fmod(x: C, y: C) -> C {
+    if (IS_INT) {
+        if (y == C(0)) { return C(0); }
+        return x - (x / y) * y;
+    }
+    return C(fmod_f(f32(x), f32(y)));
+}
+fn binary_atan2(x: C, y: C) -> C { return C(atan2_s(f32(x), f32(y))); }
 fn binary_bitwise_and(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) & bitcast<i32>(y)); }
 fn binary_bitwise_or(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) | bitcast<i32>(y)); }
 fn binary_bitwise_xor(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) ^ bitcast<i32>(y)); }

@@ -74,13 +74,20 @@ class Fabric:
         self.barrier.wait()
 
 
-def make_nccl(fabric, registry):
+UID_SIGNED = tuple(range(-64, 64))                 # the id as cupy before 14 hands it out
+UID_BYTES = bytes(v & 0xFF for v in UID_SIGNED)    # the same id as cupy 14 hands it out
+
+
+def make_nccl(fabric, registry, uid_form):
+    """uid_form: "bytes" acts as cupy >= 14, "tuple" as older cupy (each refuses the other form)."""
     nc = types.SimpleNamespace(NCCL_FLOAT32=7, NCCL_FLOAT64=8, NCCL_FLOAT16=6, NCCL_INT32=2,
                                NCCL_UINT8=1, NCCL_SUM=0, NCCL_MAX=2, NCCL_MIN=3)
-    nc.get_unique_id = lambda: tuple(range(-64, 64))
+    nc.get_unique_id = lambda: UID_BYTES if uid_form == "bytes" else UID_SIGNED
 
     class Comm:
         def __init__(self, ndev, uid, rank):
+            if not isinstance(uid, bytes if uid_form == "bytes" else tuple):
+                raise TypeError(f"this cupy takes the unique id as {uid_form}")
             assert ndev in (1, fabric.n) and len(uid) == 128
             fabric.uids.append(uid)
             self.rank = rank
@@ -126,10 +133,11 @@ def make_nccl(fabric, registry):
     return nc
 
 
-@pytest.fixture
-def fake_nccl(monkeypatch):
+@pytest.fixture(params=["bytes", "tuple"])
+def fake_nccl(monkeypatch, request):
     fabric, registry = Fabric(2), {}
-    cupy, nccl = make_cupy(), make_nccl(fabric, registry)
+    cupy, nccl = make_cupy(), make_nccl(fabric, registry, request.param)
+    fabric.uid_form = request.param
     real_as = cupy.asarray
 
     def track(make):
@@ -184,7 +192,8 @@ def test_nccl_group_over_a_fake_fabric(fake_nccl):
     for a, b, m, gathered in out:
         assert a == [0.0, 3.0, 6.0, 9.0] and b == [1, 1, 1] and m == [1.0, 0.0]
         assert gathered == [b"r0", b"r1"]
-    assert fabric.uids[0] == fabric.uids[1] == tuple(range(-64, 64))
+    assert fabric.uids[0] == fabric.uids[1] == (UID_BYTES if fabric.uid_form == "bytes"
+                                                else UID_SIGNED)
 
 
 def test_nccl_missing_rank_is_a_timeout_not_a_hang(fake_nccl):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 
+from .. import dtypes
 from ..errors import BackendLimitError
 from ..ops.activations import ACT
 from ..ops.registry import family_names, numpy_function
@@ -26,7 +28,6 @@ class ArrayBackend(ArrayNN, Backend):
 
     def __init__(self):
         xp = self.xp
-        from .. import dtypes
         self._np_dtype = {d: getattr(xp, _NP_NAMES.get(d.name, d.name)) for d in dtypes.ALL}
         self._our_dtype = {xp.dtype(v).char: d for d, v in self._np_dtype.items()}
         self._ufuncs = {}
@@ -136,6 +137,8 @@ class ArrayBackend(ArrayNN, Backend):
 
     # -- elementwise --------------------------------------------------------------------------------------
     def astype(self, h, dtype):
+        if dtype is dtypes.bool_ and h.dtype.kind == "f":
+            return h != 0                 # NaN is True, as in C and torch (CuPy's cast gave False)
         return h.astype(self._np_dtype[dtype])
 
     def unary(self, op, h):
@@ -213,7 +216,7 @@ class ArrayBackend(ArrayNN, Backend):
         a, b = self._widen(a), self._widen(b)
         if b.ndim == 2 and a.ndim > 2:
             lead = a.shape[:-1]
-            a2 = a.reshape(-1, a.shape[-1])              # a copy only if a's rows are not dense
+            a2 = a.reshape(math.prod(lead), a.shape[-1])  # a copy only if a's rows are not dense
             return self.xp.matmul(a2, b).reshape(lead + (b.shape[-1],))
         return self.xp.matmul(a, b)
 

@@ -82,6 +82,15 @@ CASES = {
     "int // 0": lambda d: nr.ones(2, dtype="int32", device=d) // 0,
     "int % 0": lambda d: nr.ones(2, dtype="int32", device=d) % 0,
     "log_softmax -inf": lambda d: nr.log_softmax(nr.full((2,), -INF, device=d)),
+    "log2(0)": lambda d: nr.log2(nr.zeros(2, device=d)),
+    "log10(-1)": lambda d: nr.log10(nr.full((2,), -1.0, device=d)),
+    "reciprocal(0)": lambda d: nr.reciprocal(nr.zeros(2, device=d)),
+    "asin(2)": lambda d: nr.asin(nr.full((2,), 2.0, device=d)),
+    "fmod by 0": lambda d: nr.fmod(nr.ones(2, device=d), 0.0),
+    "int fmod by 0": lambda d: nr.fmod(nr.ones(2, dtype="int32", device=d), 0),
+    "exp2 overflow": lambda d: nr.exp2(nr.full((2,), 1e3, device=d)),
+    "cosh overflow": lambda d: nr.cosh(nr.full((2,), 1e3, device=d)),
+    "isclose inf": lambda d: nr.isclose(nr.full((2,), INF, device=d), nr.full((2,), -INF, device=d)),
     "logsumexp -inf": lambda d: nr.full((2,), -INF, device=d).logsumexp(0),
 }
 

@@ -34,6 +34,14 @@ from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
 
 
+def _as_rows(a):
+    """a (..., n) as a 2-D (rows, n) view; reshape(-1, n) cannot infer rows when n is 0."""
+    rows = 1
+    for d in a.shape[:-1]:
+        rows *= d
+    return a.reshape(rows, a.shape[-1])
+
+
 def _resident_blocks(fn, threads):
     """Blocks of `threads` threads of kernel `fn` resident per multiprocessor (occupancy API)."""
     try:
@@ -260,7 +268,7 @@ class CudaBackend(ArrayBackend):
     # -- linear algebra ---------------------------------------------------------------------------
     def _gemm(self, a, b):
         if b.ndim == 2 and a.ndim >= 2:
-            a2 = a if a.ndim == 2 else (a.reshape(-1, a.shape[-1]) if a._c_contiguous else None)
+            a2 = a if a.ndim == 2 else (_as_rows(a) if a._c_contiguous else None)
             out = None if a2 is None else self._mm2d(a2, b)
             if out is not None:
                 return out if a.ndim == 2 else out.reshape(a.shape[:-1] + (b.shape[-1],))
@@ -399,7 +407,7 @@ class CudaBackend(ArrayBackend):
         if dz.ndim == 0:
             return dz.copy()
         acc = self.xp.float32 if dz.dtype == self._half else dz.dtype
-        return dz.reshape(-1, dz.shape[-1]).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)
+        return _as_rows(dz).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)
 
     # -- indexing ------------------------------------------------------------------------------------
     def scatter_add(self, shape, axis, index, src):

@@ -1,0 +1,248 @@
+"""The rest of torch's elementwise math: rounding, reciprocal, exp2/log2/log10, tan, the hyperbolic
+and inverse trigonometric functions, fmod and atan2 (rows + kernels, as in elementwise.py), and the
+predicates and comparisons torch has as functions (composites of existing rows: no kernel).
+
+Each row's kernel is `unary_<name>` / `binary_<name>` in shaders/elementwise.wgsl; numpy and CuPy
+use the function the row names. Derivatives reuse the forward output where it is the derivative's
+ingredient (tan' = 1 + y^2, exp2' = y ln 2, reciprocal' = -y^2).
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from ..tensor import Tensor
+from .common import attach_methods
+from .elementwise import _binary, _unary, binary, rsqrt, unary, where
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+def _np_round(xp, x):
+    return xp.rint(x)                       # half to even, as torch.round
+
+
+# -- rows: rounding (zero gradient almost everywhere, as torch) ---------------------------------------
+_unary("floor", "floor", lambda n, g, x: g * 0, reads=False)
+_unary("ceil", "ceil", lambda n, g, x: g * 0, reads=False)
+_unary("round", _np_round, lambda n, g, x: g * 0, reads=False)
+_unary("trunc", "trunc", lambda n, g, x: g * 0, reads=False)
+
+# -- rows: float math ---------------------------------------------------------------------------------
+_unary("reciprocal", "reciprocal", lambda n, g, x: -(g * n.output() * n.output()), save_out=True)
+_unary("exp2", "exp2", lambda n, g, x: g * n.output() * _LN2, save_out=True)
+_unary("log2", "log2", lambda n, g, x: g / (x * _LN2))
+_unary("log10", "log10", lambda n, g, x: g / (x * _LN10))
+_unary("tan", "tan", lambda n, g, x: g * (n.output() * n.output() + 1), save_out=True)
+_unary("sinh", "sinh", lambda n, g, x: g * cosh(x))
+_unary("cosh", "cosh", lambda n, g, x: g * sinh(x))
+_unary("asin", "arcsin", lambda n, g, x: g * rsqrt(1 - x * x))
+_unary("acos", "arccos", lambda n, g, x: -(g * rsqrt(1 - x * x)))
+_unary("atan", "arctan", lambda n, g, x: g / (x * x + 1))
+
+_binary("fmod", "fmod", lambda g, a, b, n: (g, -(g * trunc(a / b))))
+_binary("atan2", "arctan2",
+        lambda g, a, b, n: (g * b / (a * a + b * b), -(g * a) / (a * a + b * b)))
+
+_ROUNDING = ("floor", "ceil", "round", "trunc")
+_FLOAT_MATH = ("reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan")
+
+
+def _rounding(name):
+    def fn(x):
+        if not isinstance(x, Tensor):
+            raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+        if not x.dtype.is_floating:            # integers are already whole (torch returns them)
+            if x.dtype is dt.bool_:
+                raise DTypeError(f"{name} of a bool tensor is not defined (as in torch); convert "
+                                 "it with .astype('int32') or .float()")
+            return x.clone()
+        return unary(name, x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}: elementwise, float tensors (integer tensors are returned as a copy)."
+    return fn
+
+
+def _float_math(name):
+    def fn(x):
+        if not isinstance(x, Tensor):
+            raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+        return unary(name, x if x.dtype.is_floating else x.astype(dt.default_float))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}: elementwise; integer and bool tensors are computed as float32."
+    return fn
+
+
+floor, ceil, _round, trunc = (_rounding(n) for n in _ROUNDING)
+
+
+def round(x, decimals=0):  # noqa: A001
+    """Half to even (torch.round); with decimals, round(x 10^d) / 10^d as torch computes it."""
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+        raise DTypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+    if decimals == 0 or not isinstance(x, Tensor) or not x.dtype.is_floating:
+        return _round(x)
+    scale = 10.0 ** decimals
+    return _round(x * scale) / scale
+reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(n)
+                                                                   for n in _FLOAT_MATH)
+arcsin, arccos, arctan, fix = asin, acos, atan, trunc
+
+
+def frac(x):
+    """x - trunc(x), with x's sign (torch.frac)."""
+    return x - trunc(x)
+
+
+def fmod(a, b):
+    """The remainder of a / b with the sign of a (C's fmod, torch.fmod); % is torch.remainder."""
+    if _is_bool(a) or _is_bool(b):
+        raise DTypeError("fmod of bool operands is not defined (as in torch); convert one with "
+                         ".astype('int32')")
+    return binary("fmod", a, b)
+
+
+def atan2(a, b):
+    """The angle of the point (b, a) (torch.atan2(input, other)); integers are computed as float32."""
+    if not any(isinstance(v, Tensor) for v in (a, b)):
+        raise DTypeError("atan2 needs at least one Tensor operand")
+    if not dt.result_type(a, b).is_floating:
+        a, b = (v.astype(dt.default_float) if isinstance(v, Tensor) else float(v) for v in (a, b))
+    return binary("atan2", a, b)
+
+
+arctan2 = atan2
+
+
+def _is_bool(x):
+    return isinstance(x, bool) or getattr(x, "dtype", None) is dt.bool_
+
+
+# -- predicates and comparisons as functions (composites) ---------------------------------------------
+def _tensor(x, name):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    return x
+
+
+def isnan(x):
+    return _tensor(x, "isnan") != x                        # integers: all False
+
+
+def isinf(x):
+    x = _tensor(x, "isinf")
+    if not x.dtype.is_floating:
+        return x != x
+    return abs(x) == math.inf
+
+
+def isposinf(x):
+    x = _tensor(x, "isposinf")
+    return x == math.inf if x.dtype.is_floating else x != x
+
+
+def isneginf(x):
+    x = _tensor(x, "isneginf")
+    return x == -math.inf if x.dtype.is_floating else x != x
+
+
+def isfinite(x):
+    x = _tensor(x, "isfinite")
+    if not x.dtype.is_floating:
+        return x == x
+    return abs(x) < math.inf                            # NaN compares False
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest/lowest finite)."""
+    x = _tensor(x, "nan_to_num")
+    if not x.dtype.is_floating:
+        return x.clone()
+    big = _LARGEST[x.dtype.name]
+    out = where(x != x, nan, x)
+    out = where(out == math.inf, big if posinf is None else posinf, out)
+    return where(out == -math.inf, -big if neginf is None else neginf, out)
+
+
+def square(x):
+    x = _tensor(x, "square")
+    return x * x
+
+
+def logical_not(x):
+    return _tensor(x, "logical_not") == 0
+
+
+def _logical(name, op):
+    def fn(a, b):
+        _tensor(a, name)
+        return op(a != 0, b != 0 if isinstance(b, Tensor) else bool(b))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}: elementwise on truth values (nonzero is True); a bool tensor."
+    return fn
+
+
+logical_and = _logical("logical_and", lambda a, b: a & b)
+logical_or = _logical("logical_or", lambda a, b: a | b)
+logical_xor = _logical("logical_xor", lambda a, b: a ^ b)
+
+
+def _compare(name, op):
+    def fn(a, b):
+        return op(_tensor(a, name), b)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}(input, other): elementwise comparison, a bool tensor."
+    return fn
+
+
+eq = _compare("eq", lambda a, b: a == b)
+ne = _compare("ne", lambda a, b: a != b)
+lt = _compare("lt", lambda a, b: a < b)
+le = _compare("le", lambda a, b: a <= b)
+gt = _compare("gt", lambda a, b: a > b)
+ge = _compare("ge", lambda a, b: a >= b)
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
+def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """|a - b| <= atol + rtol |b| (torch.isclose); infinities are close only to themselves."""
+    a = _tensor(a, "isclose")
+    if rtol < 0 or atol < 0:
+        raise DTypeError(f"isclose: rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+    b = b if isinstance(b, Tensor) else a * 0 + b
+    if not (a.dtype.is_floating or b.dtype.is_floating):
+        return a == b
+    close = (a == b) | (isfinite(a) & isfinite(b) & (abs(a - b) <= atol + rtol * abs(b)))
+    if equal_nan:
+        close = close | ((a != a) & (b != b))
+    return close
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """True when every element is isclose (one readback)."""
+    return bool(isclose(a, b, rtol, atol, equal_nan).all().item())
+
+
+def equal(a, b):
+    """True when a and b have the same shape and the same elements (torch.equal)."""
+    a, b = _tensor(a, "equal"), _tensor(b, "equal")
+    return a.shape == b.shape and bool((a == b).all().item())
+
+
+def lerp(start, end, weight):
+    """start + weight (end - start) (torch.lerp)."""
+    return _tensor(start, "lerp") + weight * (end - start)
+
+
+attach_methods(
+    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
+    exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
+    atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
+    isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,
+    nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
+    logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,
+    greater_equal=ge, less=lt, less_equal=le, not_equal=ne, isclose=isclose, allclose=allclose,
+    equal=equal, lerp=lerp, logical_not=logical_not,
+)
