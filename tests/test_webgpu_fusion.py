@@ -357,3 +357,37 @@ def test_fused_wgsl_and_its_generated_entries_name_only_their_metadata_words():
             assert hasattr(k.layout, w[2:]), w
         assert "act_fwd_c(ACT_TANH, " in text and "binary_mul(r0" in text
     assert "(fused.wgsl)" in codegen.dump("fused.wgsl")
+
+
+def _vocabulary_chain(family, name, dtype):
+    """Through the Backend interface: op `name` inside a chain of three, on float32 or int32."""
+    from numr_web import dtypes
+    dt = dtypes.get_dtype(dtype)
+    rng = np.random.default_rng(7)
+    if dtype == "int32":
+        a, b = rng.integers(-9, 9, 1024).astype(np.int32), rng.integers(1, 9, 1024).astype(np.int32)
+    else:
+        a, b = rng.uniform(-3, 3, 1024).astype(np.float32), rng.uniform(0.5, 3, 1024).astype(np.float32)
+    x, y = BE.from_host(a, dt), BE.from_host(b, dt)
+    t = BE.binary("mul", x, 1)                   # a pending value as the op's input
+    r = BE.unary(name, t) if family == "unary" else BE.binary(name, t, y)
+    r2 = BE.binary("sub", r, t)
+    return [np.frombuffer(BE.to_bytes(h), np.uint8) for h in (r, r2)]
+
+
+def _vocabulary():
+    from numr_web.ops.registry import family_names
+    ints = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
+    return [(f, n, "int32" if n in ints else "float32")
+            for f in ("unary", "binary") for n in family_names(f)]
+
+
+@pytest.mark.parametrize("family,name,dtype", _vocabulary())
+def test_every_vocabulary_op_fused_equals_its_one_op_kernel(family, name, dtype):
+    BE.fuse = False
+    ref = _vocabulary_chain(family, name, dtype)
+    BE.fuse = True
+    k0 = fused_kernels()
+    got = _vocabulary_chain(family, name, dtype)
+    assert fused_kernels() > k0
+    same_bits(ref, got)
