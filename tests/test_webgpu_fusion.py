@@ -104,8 +104,9 @@ def test_fused_activation_ops_and_their_backward():
 
 
 @pytest.mark.skipif(not HAS_F16, reason="this adapter has no shader-f16")
-def test_float16_intermediates_round_between_ops_as_unfused():
-    xs = data(1531, lo=-3, hi=3)
+@pytest.mark.parametrize("n", [1531, 1536])          # scalar path, vec4 path
+def test_float16_intermediates_round_between_ops_as_unfused(n):
+    xs = data(n, lo=-3, hi=3)
 
     def run():
         x = T(xs, dtype="float16")
