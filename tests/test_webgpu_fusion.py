@@ -139,7 +139,7 @@ def test_python_scalars_on_either_side_and_broadcast_tensors():
         x = T(xs)
         y = 2.0 ** x - 3.0 / x + (1 - x) * 0.25 + x ** 3 + nr.maximum(x, 1.5)
         row = T(xs.reshape(40, 30))
-        z = row * T(data(30, 5)) + 1.0         # a broadcast tensor: runs unfused, same bits
+        z = row * T(data(30, 5)) + 1.0         # a broadcast row vector
         w = (z - 2.0).abs().sqrt() * x.reshape(40, 30)
         return [y, z, w]
     (off, _), (on, _) = both(run)
@@ -349,7 +349,7 @@ def test_fused_wgsl_and_its_generated_entries_name_only_their_metadata_words():
     steps = (("unary", "exp", None, (("i", 0),)), ("binary", "mul", None, (("v", 0), ("s", 0))),
              ("unary", "act_fwd", "tanh", (("v", 1),)))
     for vec4 in (False, True):
-        key = ("float32", steps, (2, 1), 1, vec4)
+        key = ("float32", steps, (2, 1), 1, vec4, (False,))
         entry = codegen_fused.entry_name(key)
         assert entry == ("fused4_1_2" if vec4 else "fused_1_2") and entry in k.entries
         text = re.sub(r"//[^\n]*", "", kernels.load("fused.wgsl") + codegen_fused.entry_wgsl(key))
@@ -357,6 +357,8 @@ def test_fused_wgsl_and_its_generated_entries_name_only_their_metadata_words():
         for w in set(re.findall(r"\bW_[A-Z0-9_]+", text)):
             assert hasattr(k.layout, w[2:]), w
         assert "act_fwd_c(ACT_TANH, " in text and "binary_mul(r0" in text
+    text = codegen_fused.entry_wgsl(("float32", steps, (2,), 1, False, (True,)))
+    assert "(i / mu(W_DIV_IN + 0u)) % mu(W_MOD_IN + 0u)" in text
     assert "(fused.wgsl)" in codegen.dump("fused.wgsl")
 
 
@@ -392,3 +394,33 @@ def test_every_vocabulary_op_fused_equals_its_one_op_kernel(family, name, dtype)
     got = _vocabulary_chain(family, name, dtype)
     assert fused_kernels() > k0
     same_bits(ref, got)
+
+
+def test_layer_norm_written_op_by_op_forward_and_backward():
+    xs, ws, bs = data(64 * 48).reshape(64, 48), data(48, 1), data(48, 2)
+
+    def run():
+        x, w, b = (T(v, requires_grad=True) for v in (xs, ws, bs))
+        mu = x.mean(-1, keepdim=True)
+        xc = x - mu                             # a column broadcast
+        var = (xc * xc).mean(-1, keepdim=True)
+        y = xc * (var + 1e-5).rsqrt() * w + b   # a column, then rows
+        (y * y).sum().backward()
+        return [y, x.grad, w.grad, b.grad]
+    (off, n_off), (on, n_on) = both(run)
+    same_bits(off, on)
+    assert n_on < n_off * 0.7, (n_on, n_off)
+
+
+def test_broadcast_patterns():
+    a = data(5 * 6 * 7).reshape(5, 6, 7)
+    mid, inner, one, both_ends = data(6, 1).reshape(1, 6, 1), data(7, 2), data(1, 3), \
+        data(5 * 7, 4).reshape(5, 1, 7)
+
+    def run():
+        x = T(a)
+        y = (x * 2 + T(mid)) * T(inner) - T(one)   # fused: middle, trailing, one element
+        z = (y + T(both_ends)) * 0.5               # two moving dims: one-op kernel, same bits
+        return [y, z]
+    (off, _), (on, _) = both(run)
+    same_bits(off, on)

@@ -150,7 +150,7 @@ ELEMENTWISE = KernelFile(
 # -- fused.wgsl: one generated kernel per chain of elementwise ops (codegen_fused.py, fusion.py) ---
 FUSED_BUFFERS = 8                # storage bindings of one fused kernel, inputs + outputs (WebGPU's
                                  # minimum maxStorageBuffersPerShaderStage)
-FUSED_SCALARS = 4 * MAXD         # Python-scalar operands per fused kernel (SCALARS + k, k < 32)
+FUSED_SCALARS = 3 * MAXD         # Python-scalar operands per fused kernel (SCALARS + k, k < 24)
 _FUSED_VIEWS = (("", "array<S>"), ("4", "array<vec4<S>>"))
 FUSED = KernelFile(
     "fused.wgsl",
@@ -163,7 +163,8 @@ FUSED = KernelFile(
         ("SCALARS", "scalar operand k (f32 / i32 bits), k < 8"),
         ("SCALARS_1", "scalar operands 8..15 (word SCALARS + k continues here)"),
         ("SCALARS_2", "scalar operands 16..23"),
-        ("SCALARS_3", "scalar operands 24..31"),
+        ("DIV_IN", "broadcast input k: element (i / DIV_IN) % MOD_IN of its binding"),
+        ("MOD_IN", "broadcast input k: see DIV_IN"),
     ]),
     slots=[(f"in{v}{k}", "read", t, f"input {k}") for v, t in _FUSED_VIEWS
            for k in range(FUSED_BUFFERS - 1)] +

@@ -1,6 +1,8 @@
-"""Fusion of elementwise chains: unary, binary and activation ops on dense operands of one size and
-dtype (Python scalars too) are not dispatched when called but recorded, and a chain of them runs as
-ONE generated kernel (shaders/fused.wgsl, codegen_fused.py) when it is flushed.
+"""Fusion of elementwise chains: unary, binary and activation ops whose output has one size and
+dtype, on dense operands of that size, Python scalars, or dense tensors broadcast along leading
+and/or trailing dims (a row or column vector, a single element), are not dispatched when called but
+recorded, and a chain of them runs as ONE generated kernel (shaders/fused.wgsl, codegen_fused.py)
+when it is flushed.
 
 Each recorded op gets its output buffer at once (a normal GPUArray, so views, autograd's saved
 tensors and every other consumer see an ordinary handle); the chain keeps its inputs alive and its
@@ -31,18 +33,39 @@ from . import codegen_fused
 from . import launch_elementwise as ew
 from .codegen import act_code, op_code
 from .contract import FUSED, FUSED_SCALARS
-from .views import ITEMSIZE, GPUArray, prod
+from .views import ITEMSIZE, GPUArray, coalesce, expanded, prod
 
 MAX_OPS = 64                  # ops per fused kernel (bounds the generated source and its compile)
 L = FUSED.layout
 NEG_ZERO = 0x80000000
 
 
-class _Op:
-    __slots__ = ("family", "name", "act", "args", "ref")
+DENSE = (0, 0)                # broadcast pattern of an operand with the output's size
 
-    def __init__(self, family, name, act, args, ref):
+
+def broadcast_pattern(a, shape, n):
+    """How dense handle `a` is read for an output of `shape` (n elements): DENSE when it has n
+    elements, (div, mod) when element i of the output reads element (i // div) % mod of `a` (a
+    broadcast along leading and/or trailing dims); None for any other broadcast."""
+    if a.size == n:
+        return DENSE
+    if len(a.shape) > len(shape) or a.size == 0:
+        return None
+    sh, (st,) = coalesce(shape, [expanded(a, shape).strides])
+    moving = [i for i, s in enumerate(st) if s != 0]
+    if not moving:
+        return (1, 1)
+    if len(moving) > 1 or st[moving[0]] != 1:
+        return None
+    return (prod(sh[moving[0] + 1:]), sh[moving[0]])
+
+
+class _Op:
+    __slots__ = ("family", "name", "act", "args", "ref", "shape")
+
+    def __init__(self, family, name, act, args, ref, shape):
         self.family, self.name, self.act, self.args, self.ref = family, name, act, args, ref
+        self.shape = shape
 
 
 class Fuser:
@@ -82,50 +105,56 @@ class Fuser:
         n = prod(shape)
         if not self.enabled or n == 0 or n * ITEMSIZE.get(dtype.name, 8) + d.align > d.binding_limit:
             return None
+        pats = []
         for a in args:
-            if isinstance(a, GPUArray) and (a.dtype is not dtype or a.size != n or
-                                            not a.is_contiguous):
-                return None
+            pat = None
+            if isinstance(a, GPUArray):
+                if a.dtype is not dtype or not a.is_contiguous:
+                    return None
+                pat = broadcast_pattern(a, shape, n)
+                if pat is None:
+                    return None
+            pats.append(pat)
         if self.ops and (dtype is not self.dtype or n != self.n):
             self.flush()
-        refs = self._refs(args, dtype)
+        refs = self._refs(args, pats, dtype)
         if refs is not None and not self._fits(refs):
             self.flush()
-            refs = self._refs(args, dtype)
-        if refs is None:               # a strided view of a pending value: run it unfused
+            refs = self._refs(args, pats, dtype)
+        if refs is None:               # another view of a pending value: run it unfused
             return None
         self.dtype, self.n = dtype, n
         wired = []
-        for kind, k, value in refs:
+        for (kind, k, value), pat in zip(refs, pats):
             if kind == "i" and k == len(self.leaves):
-                self._leaf[(id(value.storage), value.offset)] = k
-                self.leaves.append(value)
+                self._leaf[(id(value.storage), value.offset) + pat] = k
+                self.leaves.append((value, pat))
             elif kind == "s":
                 self.scalars.append(value)
             wired.append((kind, k))
         out = d.alloc(tuple(shape), dtype)
         self._pending[id(out.storage)] = len(self.ops)
-        self.ops.append(_Op(family, name, act, tuple(wired), weakref.ref(out.storage)))
+        self.ops.append(_Op(family, name, act, tuple(wired), weakref.ref(out.storage), out.shape))
         self.recorded += 1
         return out
 
-    def _refs(self, args, dtype):
+    def _refs(self, args, pats, dtype):
         """[(kind, index, value)] of the operands: ("v", op) a pending value read whole, ("i",
-        input) a dense input, ("s", scalar word) a Python scalar; None when an operand is
+        input) an input tensor, ("s", scalar word) a Python scalar; None when an operand is
         another view of a pending value."""
         refs, new_leaves, new_scalars = [], {}, 0
-        for a in args:
+        for a, pat in zip(args, pats):
             if not isinstance(a, GPUArray):
                 refs.append(("s", len(self.scalars) + new_scalars, ew.scalar_bits(a, dtype)))
                 new_scalars += 1
                 continue
             j = self._pending.get(id(a.storage))
             if j is not None and self.ops[j].ref() is a.storage:
-                if a.offset != 0:
+                if a.offset != 0 or pat != DENSE:
                     return None
                 refs.append(("v", j, None))
                 continue
-            key = (id(a.storage), a.offset)
+            key = (id(a.storage), a.offset) + pat
             k = self._leaf.get(key)
             if k is None:
                 k = new_leaves.setdefault(key, len(self.leaves) + len(new_leaves))
@@ -162,7 +191,7 @@ class Fuser:
             return
         order = sorted(needed)
         if len(order) == 1:
-            self._one(ops[order[0]], leaves, scalars, dtype, n, live[order[0]])
+            self._one(ops[order[0]], leaves, scalars, dtype, live[order[0]])
             return
         inputs, smap, vmap, steps = {}, {}, {}, []
         for j in order:
@@ -175,13 +204,17 @@ class Fuser:
         outputs = [j for j in order if j in live]
         w = L.new()
         bufs = {}
+        bcast = []
         for k, m in inputs.items():
-            leaf = leaves[k]
-            bufs[m], w[L.OFFSET_IN + m] = self.d.bind(leaf, leaf.offset, n)
+            leaf, pat = leaves[k]
+            bufs[m], w[L.OFFSET_IN + m] = self.d.bind(leaf, leaf.offset, leaf.size)
+            bcast.append(pat != DENSE)
+            w[L.DIV_IN + m], w[L.MOD_IN + m] = pat
         for m, j in enumerate(outputs):
             bufs[-1 - m], w[L.OFFSET_OUT + m] = self.d.bind(GPUArray(live[j], (n,), dtype), 0, n)
         # vec4 loads and stores where every operand allows them (dense, 4-aligned: as elementwise)
-        vec4 = n % 4 == 0 and all(w[L.OFFSET_IN + m] % 4 == 0 for m in range(len(inputs))) and \
+        vec4 = n % 4 == 0 and not any(bcast) and \
+            all(w[L.OFFSET_IN + m] % 4 == 0 for m in range(len(inputs))) and \
             all(w[L.OFFSET_OUT + m] % 4 == 0 for m in range(len(outputs)))
         v = "4" if vec4 else ""
         if vec4:
@@ -189,7 +222,8 @@ class Fuser:
                     [L.OFFSET_OUT + m for m in range(len(outputs))]:
                 w[word] //= 4
         bufs = {(f"in{v}{m}" if m >= 0 else f"out{v}{-1 - m}"): b for m, b in bufs.items()}
-        key = (dtype.name, tuple(steps), tuple(vmap[j] for j in outputs), len(inputs), vec4)
+        key = (dtype.name, tuple(steps), tuple(vmap[j] for j in outputs), len(inputs), vec4,
+               tuple(bcast))
         entry = codegen_fused.entry_name(key)
         pipe = self.d.kernels.fused(dtype, key, entry, lambda: codegen_fused.entry_wgsl(key))
         w[L.N], w[L.NEG_ZERO] = n // 4 if vec4 else n, NEG_ZERO
@@ -199,7 +233,7 @@ class Fuser:
         self.kernels += 1
         self.fused_ops += len(steps)
 
-    def _one(self, op, leaves, scalars, dtype, n, storage):
+    def _one(self, op, leaves, scalars, dtype, storage):
         """A chain of one op: the one-op kernel, with the constants the unfused call passes."""
         consts = {"OP": op_code(op.family, op.name)}
         if op.act is not None:
@@ -213,6 +247,7 @@ class Fuser:
                 views.append(None)
                 words.append((word, scalars[k]))
             else:
-                leaf = leaves[k]
-                views.append(GPUArray(leaf.storage, (n,), dtype, None, leaf.offset))
-        ew.strided(self.d, op.family, dtype, GPUArray(storage, (n,), dtype), views, consts, words)
+                leaf, pat = leaves[k]
+                views.append(GPUArray(leaf.storage, op.shape, dtype, None, leaf.offset)
+                             if pat == DENSE else expanded(leaf, op.shape))
+        ew.strided(self.d, op.family, dtype, GPUArray(storage, op.shape, dtype), views, consts, words)
