@@ -16,8 +16,9 @@ A chain is flushed (recorded as a dispatch) when:
   * any other dispatch is launched (Dispatcher.launch: it may read the chain's values; copies,
     writes into existing buffers, reductions, GEMMs...), and before every queue submit, readback,
     step capture boundary and replay (Dispatcher.flush);
-  * the next op does not fit: another dtype or size, an operand that is a strided view of a pending
-    value, more than MAX_OPS ops, FUSED_SCALARS scalars, or more inputs + live outputs than the
+  * the next op does not fit: another dtype or output size, an operand that is a view of a pending
+    value other than the whole of it (a slice, a transpose, a broadcast), a broadcast of another
+    kind (the one-op kernel runs it), more than MAX_OPS ops, FUSED_SCALARS scalars, or more inputs + live outputs than the
     adapter's storage bindings per shader stage (maxStorageBuffersPerShaderStage, at most 8);
   * `WebGPUBackend.settle()` is called.
 A chain of one op runs the one-op kernel itself (elementwise.wgsl, vec4 path included). Pipelines
