@@ -16,11 +16,15 @@ from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, Dev
                      GradientError, KernelError, NumrError, ShapeError, StateDictError,
                      UnknownActivationError)
 from .backends import available_devices, get_backend
-from .gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradmode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
+                       no_grad, set_grad_enabled)
 from .autograd import grad
-from .tensor import Tensor
-from .creation import (arange, as_tensor, empty, eye, from_dlpack, full, full_like, linspace, ones,
-                       ones_like, rand, randn, tensor, zeros, zeros_like)
+from .generator import (Generator, default_generator, get_rng_state, initial_seed, manual_seed,
+                        seed, set_rng_state)
+from .tensor import Size, Tensor
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, full, full_like,
+                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
+                       zeros_like)
 from .ops.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
                               floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
@@ -30,9 +34,11 @@ from .ops.math_ops import (  # noqa: A004
     fix, floor, fmod, frac, ge, greater, greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf,
     isposinf, le, lerp, less, less_equal, log2, log10, logical_and, logical_not, logical_or,
     logical_xor, lt, nan_to_num, ne, not_equal, reciprocal, round, sinh, square, tan, trunc)
-from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, diag, diagonal, diff, dot,
+from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cumsum, diag,
+                             diagonal, diff, dot, logcumsumexp,
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
+from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation
@@ -40,7 +46,8 @@ from .ops.shape_ops import (chunk, clone, concat, contiguous, expand, flatten, n
                             reshape, split, squeeze, stack, transpose, unsqueeze)
 from .ops.indexing import embedding, flip, gather, index_select, masked_fill, tril, triu
 from .ops.nn_functional import cross_entropy, one_hot
-from .ops.normalization import dropout, layer_norm, manual_seed, rms_norm
+from .ops.normalization import dropout, layer_norm, rms_norm
+from .ops.torch_aliases import clamp_max, clamp_min, get_default_dtype, is_tensor, numel, t
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import avg_pool2d, conv2d, conv2d_bias_activation, max_pool2d
 from .serialization import load, save, save_bytes, save_bytes_async
@@ -48,6 +55,7 @@ from .capture import capture
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
+float, double, half, int = float32, float64, float16, int32  # noqa: A001  (torch.float ...)
 cat = concat
 clip = clamp
 
@@ -60,6 +68,8 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
               "contiguous", "expand", "flatten", "narrow", "permute", "reshape", "split", "squeeze",
               "transpose", "unsqueeze", "flip", "gather", "index_select", "masked_fill", "tril",
               "triu", "dropout", "layer_norm", "rms_norm", "full_like", "zeros_like", "ones_like",
+              "empty_like", "rand_like", "randn_like", "clamp_min", "clamp_max", "square", "t",
+              "unbind",
               "cat", "concat", "stack"):
     globals()[_name] = _tensor_first(globals()[_name], _name)
 # the other activations of the ACT table as nr.<name>(x): nr.leaky_relu, nr.elu, nr.softplus, ...

@@ -21,7 +21,8 @@ class Node:
     """A grad_fn: `.name` ("MulBackward"), `.inputs` (parent nodes, leaf tensors, or None for
     inputs that need no gradient), `.saved_tensors`, and `.next_functions` like torch's."""
 
-    __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "hooks",
+                 "retained", "__weakref__")
 
     def __init__(self, op, args, attrs, outs, saved, out_dtypes):
         self.op, self.args, self.attrs = op, args, attrs
@@ -29,6 +30,8 @@ class Node:
         self.saved = saved            # extra handles the forward saved for the VJP, or None
         self.out_dtypes = out_dtypes
         self.released = False
+        self.hooks = None             # {output index: {handle id: fn}}: t.register_hook on outputs
+        self.retained = None          # {output index: [tensor]}: t.retain_grad() on outputs
 
     @property
     def name(self):
@@ -177,7 +180,8 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
 
     def leaf_done(a):
         if inputs is None:
-            _assign_grad(a, leaf_grads.pop(id(a)), create_graph, root_ids, delivered)
+            g = run_tensor_hooks(a, leaf_grads.pop(id(a)))
+            _assign_grad(a, g, create_graph, root_ids, delivered)
 
     with backward_mode(create_graph):
         for node in order:
@@ -186,6 +190,8 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
             if all(g is None for g in gs):
                 _settle(node, leaf_uses, leaf_grads, leaf_done)
                 continue
+            if node.hooks or node.retained:
+                gs = [_node_hooks(node, i, g, create_graph) for i, g in enumerate(gs)]
             if wanted is not None:
                 for i, g in enumerate(gs):
                     if (id(node), i) in wanted and g is not None:
@@ -209,19 +215,58 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
                 node.release()
     if inputs is None:
         for key in list(leaf_grads):         # root leaves (backward() on a leaf itself)
-            _assign_grad(leaves[key], leaf_grads.pop(key), create_graph, root_ids, delivered)
+            g = run_tensor_hooks(leaves[key], leaf_grads.pop(key))
+            _assign_grad(leaves[key], g, create_graph, root_ids, delivered)
         return None
     result = []
     for i, t in enumerate(inputs):
-        g = captured.get((id(t.grad_fn), getattr(t, "_out_index", 0))) if t.grad_fn is not None \
-            else leaf_grads.get(id(t))
+        if t.grad_fn is not None:
+            g = captured.get((id(t.grad_fn), getattr(t, "_out_index", 0)))
+        else:
+            g = leaf_grads.get(id(t))
+            g = None if g is None else run_tensor_hooks(t, g)
         if g is None and not allow_unused:
-            raise GradientError(f"input {i} (shape {t.shape}) is not used to compute the outputs; "
-                                "pass allow_unused=True to get None for it")
+            raise GradientError(f"input {i} (shape {t.shape}) is not used to compute the outputs "
+                                "(torch: 'appears to not have been used in the graph'); pass "
+                                "allow_unused=True to get None for it, or materialize_grads=True "
+                                "for zeros")
         if g is not None and not create_graph:
             g = g.detach()
         result.append(g)
     return tuple(result)
+
+
+def _hook_result(t_shape, g, r, where):
+    if r is None:
+        return g
+    if not _is_tensor(r) or r.shape != g.shape or r.device != g.device:
+        raise GradientError(f"a hook registered on {where} returned "
+                            f"{getattr(r, 'shape', type(r).__name__)}; a hook must return None or a "
+                            f"Tensor like its gradient (shape {g.shape}, device {g.device!r})")
+    return r if r.dtype is g.dtype else r.astype(g.dtype)
+
+
+def run_tensor_hooks(leaf, g):
+    """A leaf's register_hook functions, in registration order, on its total gradient of the
+    pass (each may return a replacement)."""
+    hooks = getattr(leaf, "_grad_hooks", None)
+    for fn in list(hooks.values()) if hooks else ():
+        g = _hook_result(leaf.shape, g, fn(g), f"a leaf of shape {leaf.shape}")
+    return g
+
+
+def _node_hooks(node, i, g, create_graph):
+    """The hooks of output i of `node` (t.register_hook on a non-leaf), then its retain_grad."""
+    if g is None:
+        return g
+    hooks = node.hooks.get(i) if node.hooks else None
+    for fn in list(hooks.values()) if hooks else ():
+        g = _hook_result(g.shape, g, fn(g), f"an output of {node.name}")
+    for t in (node.retained.get(i, ()) if node.retained else ()):
+        add = g if create_graph else g.detach()
+        t._grad = add._copy() if t._grad is None and not create_graph else \
+            (add if t._grad is None else t._grad + add)
+    return g
 
 
 def _settle(node, leaf_uses, leaf_grads, leaf_done):
@@ -253,9 +298,16 @@ def _assign_grad(leaf, g, create_graph, root_ids, delivered):
 
 # ------------------------------------------------------------------------------------------------
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=False):
+         allow_unused=None, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs` (tuple of Tensors), like torch.autograd.grad.
-    With create_graph=True the results are differentiable (higher-order derivatives)."""
+    With create_graph=True the results are differentiable (higher-order derivatives). An input the
+    outputs do not depend on raises GradientError, unless allow_unused=True (its gradient is None)
+    or materialize_grads=True (zeros)."""
+    if materialize_grads:
+        if allow_unused is False:
+            raise GradientError("grad(): materialize_grads=True needs allow_unused=True or left "
+                                "unset (it gives zeros for unused inputs)")
+        allow_unused = True
     single = _is_tensor(outputs)
     outputs = [outputs] if single else list(outputs)
     inputs = [inputs] if _is_tensor(inputs) else list(inputs)
@@ -270,7 +322,46 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if len(grad_outputs) != len(outputs):
         raise GradientError(f"grad(): {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
     gos = [check_grad_output(o, g) for o, g in zip(outputs, grad_outputs)]
-    return run_backward(outputs, gos, inputs, create_graph, retain_graph, allow_unused)
+    result = run_backward(outputs, gos, inputs, create_graph, retain_graph, bool(allow_unused))
+    if materialize_grads:
+        result = tuple(t._new_full(t.shape, 0) if g is None else g
+                       for t, g in zip(inputs, result))
+    return result
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """torch.autograd.backward: sum of the tensors' gradients accumulated into the leaves' .grad
+    (or, with inputs=, into those tensors' .grad only)."""
+    tensors = [tensors] if _is_tensor(tensors) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif _is_tensor(grad_tensors):
+        grad_tensors = [grad_tensors]
+    if len(grad_tensors) != len(tensors):
+        raise GradientError(f"backward(): {len(tensors)} tensors but {len(grad_tensors)} "
+                            "grad_tensors")
+    gos = [check_grad_output(t, g) for t, g in zip(tensors, grad_tensors)]
+    if inputs is None:
+        run_backward(tensors, gos, None, create_graph, retain_graph)
+        return
+    inputs = [inputs] if _is_tensor(inputs) else list(inputs)
+    if not inputs:
+        raise GradientError("backward(inputs=...) cannot be empty; leave it out to accumulate "
+                            "into every leaf")
+    for i, t in enumerate(inputs):
+        if not _is_tensor(t) or not t.requires_grad:
+            raise GradientError(f"backward(inputs=...): input {i} must be a Tensor that requires "
+                                f"grad, got {type(t).__name__}"
+                                + (" with requires_grad=False" if _is_tensor(t) else ""))
+    grads = run_backward(tensors, gos, inputs, create_graph, retain_graph, allow_unused=True)
+    for t, g in zip(inputs, grads):
+        if g is None:
+            continue
+        g = g if create_graph else g._copy()
+        total = g if t.grad is None else t.grad + g
+        t.grad = total if create_graph else total.detach()
+        for hook in t._post_accumulate_hooks():
+            hook(t)
 
 
 def _is_tensor(x):

@@ -30,7 +30,7 @@ import gc
 import warnings
 
 from .errors import GradientError, NumrError
-from .ops.normalization import _default_rng
+from .generator import default_generator
 from .tensor import Tensor
 
 _MISSING = object()
@@ -192,7 +192,7 @@ class _Graph:
         """Record the step; None when done, else why it cannot be recorded (state restored)."""
         be = self.be
         tensors, dicts = _snapshot(be)
-        rng_state = _default_rng.getstate()
+        rng_state = default_generator.get_state()
         seen = set()
         for t, data, _ in tensors:               # build the copy kernels before recording
             if t.dtype not in seen:
@@ -214,14 +214,14 @@ class _Graph:
         if why is not None:
             rec.abort()
             self._restore(tensors, dicts, grads=True)
-            _default_rng.setstate(rng_state)
+            default_generator.set_state(rng_state)
             be.put_checks(saved_checks)
             return why
         try:
             self.graph = rec.end()
         except NumrError as e:                  # the capture was invalidated on the device
             self._restore(tensors, dicts, grads=True)
-            _default_rng.setstate(rng_state)
+            default_generator.set_state(rng_state)
             be.put_checks(saved_checks)
             return str(e)
         self.recording = rec                # its pool (addresses the graph writes stay
@@ -239,7 +239,7 @@ class _Graph:
 
     def _carry(self, tensors, dicts, rng_state):
         """Still recording: copy each slot's new storage into its old one; None or why not."""
-        if _default_rng.getstate() != rng_state:
+        if default_generator.get_state() != rng_state:
             return "the step draws host random numbers (dropout): each replay would reuse them"
         be = self.be
         pairs = {}

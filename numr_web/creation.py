@@ -8,6 +8,7 @@ from . import dtypes as dt
 from . import host
 from . import shapes as sh
 from .backends import backend_for_dlpack, get_backend, normalize_device
+from .generator import resolve_seed
 from .errors import BackendLimitError, DTypeError, NumrError, ShapeError
 from .tensor import Tensor
 
@@ -192,25 +193,122 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _finish(out, requires_grad)
 
 
-def _random(kind, shape, seed, dtype, device, requires_grad):
+def _random(kind, size, seed, dtype, device, requires_grad, generator, size_kw):
+    shape, extra = _random_shape(kind, size, size_kw)
+    if extra:                     # the positional form rand(shape, seed, dtype, device, rg)
+        given = dict(zip(("seed", "dtype", "device", "requires_grad"), extra))
+        seed = given.get("seed", seed)
+        dtype = given.get("dtype", dtype)
+        device = given.get("device", device)
+        requires_grad = given.get("requires_grad", requires_grad)
     shape, dtype, device = _creation_args(shape, dtype, device)
     if not dtype.is_floating:
         raise DTypeError(f"random tensors must be floating point, got {dtype.name}")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise NumrError(f"seed must be a non-negative int or None, got {seed!r}")
+    seed = resolve_seed(seed, generator)
     be = get_backend(device)
     return _finish(Tensor._wrap(be.random(shape, dtype, seed, kind), dtype, device, be),
                    requires_grad)
 
 
-def rand(shape, seed=None, dtype=None, device=None, requires_grad=False):
-    """Uniform [0, 1) samples; the same seed gives the same values on a device."""
-    return _random("uniform", shape, seed, dtype, device, requires_grad)
+def _random_shape(kind, size, size_kw):
+    """torch's rand(2, 3) / rand((2, 3)) / rand(size=(2, 3)); numr's older positional form
+    rand((2, 3), seed, dtype, device, requires_grad) is kept when the first argument is a tuple
+    or list (torch has no second positional argument there)."""
+    name = "rand" if kind == "uniform" else "randn"
+    if size_kw is not None:
+        if size:
+            raise ShapeError(f"{name}: give the shape once, positionally or as size=")
+        return size_kw, ()
+    if not size:
+        raise ShapeError(f"{name} needs a shape: {name}(2, 3) or {name}((2, 3))")
+    if isinstance(size[0], (tuple, list)):
+        if len(size) > 5:
+            raise ShapeError(f"{name}: expected (shape, seed, dtype, device, requires_grad), got "
+                             f"{len(size)} positional arguments")
+        return size[0], size[1:]
+    for d in size:
+        if isinstance(d, (str, bool, float)) or not hasattr(d, "__index__"):
+            raise ShapeError(f"{name}: sizes must be ints, got {type(d).__name__} {d!r}; pass "
+                             "dtype=, device=, seed= by keyword")
+    return size, ()
 
 
-def randn(shape, seed=None, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples; the same seed gives the same values on a device."""
-    return _random("normal", shape, seed, dtype, device, requires_grad)
+def rand(*size, seed=None, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    """Uniform [0, 1) samples, torch's rand(2, 3) or rand((2, 3)). Without seed= the values come
+    from `generator` (default: the default generator that nr.manual_seed seeds); the same seed
+    gives the same values on a device."""
+    return _random("uniform", size, seed, dtype, device, requires_grad, generator,
+                   _size_kw(kw, "rand"))
+
+
+def randn(*size, seed=None, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    """Standard normal samples, torch's randn(2, 3) or randn((2, 3)); seeds as rand."""
+    return _random("normal", size, seed, dtype, device, requires_grad, generator,
+                   _size_kw(kw, "randn"))
+
+
+def _size_kw(kw, name):
+    size_kw = kw.pop("size", None)
+    if kw:
+        raise DTypeError(f"{name}() got unexpected keyword argument(s) {sorted(kw)}")
+    return size_kw
+
+
+def randint(*args, size=None, low=None, high=None, seed=None, generator=None, dtype=None,
+            device=None, requires_grad=False):
+    """Integers uniform in [low, high) (torch.randint(high, size) / randint(low, high, size));
+    int32 by default, the widest integer dtype here."""
+    pos = list(args)
+    if size is None and pos and isinstance(pos[-1], (tuple, list)):
+        size = pos.pop()
+    if len(pos) == 2:
+        low, high = pos
+    elif len(pos) == 1:
+        low, high = (0 if low is None else low), pos[0]
+    elif pos:
+        raise ShapeError(f"randint expects (high, size) or (low, high, size), got {len(args)} "
+                         "positional arguments")
+    low = 0 if low is None else low
+    if high is None or size is None:
+        raise ShapeError("randint needs high and size: randint(10, (2, 3)) or "
+                         "randint(0, 10, (2, 3))")
+    low, high = sh.as_int(low, "randint: low"), sh.as_int(high, "randint: high")
+    if not low < high:
+        raise ShapeError(f"randint: low must be less than high, got low={low}, high={high}")
+    if not (host.INT32_MIN <= low and high - 1 <= host.INT32_MAX):
+        raise DTypeError(f"randint: [{low}, {high}) goes beyond int32 (-2**31..2**31-1), the "
+                         "widest integer dtype")
+    device = normalize_device(device)
+    n = high - low
+    wide = dt.float32 if device == "webgpu" else dt.float64      # WGSL has no float64
+    if n > 2 ** 24 and wide is dt.float32:
+        raise BackendLimitError(f"randint on webgpu draws through float32: the range {n} must be "
+                                "at most 2**24")
+    u = rand(tuple(size), seed=seed, generator=generator, dtype=wide, device=device)
+    k = (u * n).clamp(max=n - 1)              # u * n may round up to n
+    if n <= host.INT32_MAX:                   # floor(k) by truncation (k >= 0), then + low
+        out = k.astype(dt.int32)
+        out = out + low if low else out
+    else:                                     # k beyond int32 (cpu/cuda, float64): shift first
+        out = (k - k % 1 + low).astype(dt.int32)
+    out = out.astype(dtype) if dtype is not None else out
+    return _finish(out, requires_grad)
+
+
+def rand_like(x, dtype=None, device=None, requires_grad=False, seed=None, generator=None):
+    return rand(x.shape, seed=seed, generator=generator, dtype=dtype or x.dtype,
+                device=device or x.device, requires_grad=requires_grad)
+
+
+def randn_like(x, dtype=None, device=None, requires_grad=False, seed=None, generator=None):
+    return randn(x.shape, seed=seed, generator=generator, dtype=dtype or x.dtype,
+                 device=device or x.device, requires_grad=requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False):
+    return full_like(x, 0, dtype, device, requires_grad)
 
 
 def from_dlpack(x):
@@ -221,3 +319,33 @@ def from_dlpack(x):
                         "numr_web has (cpu, cuda)")
     data = be.from_dlpack(x)
     return Tensor._wrap(data, be.dtype_of(data), be.device, be)
+
+
+# -- torch's t.new_*: this tensor's dtype and device unless given --------------------------------
+def _new_size(size):
+    """new_zeros(2, 3) and new_zeros((2, 3)) alike."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    size = (size,) if not isinstance(size, (tuple, list)) else size
+    return full(_new_size(size), fill_value, dtype or self.dtype, device or self.device,
+                requires_grad)
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new_full(self, size, 0, dtype, device, requires_grad)
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new_full(self, size, 1, dtype, device, requires_grad)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype or self.dtype, device or self.device, requires_grad)
+
+
+Tensor.new_full, Tensor.new_zeros, Tensor.new_ones = _new_full, _new_zeros, _new_ones
+Tensor.new_empty, Tensor.new_tensor = _new_zeros, _new_tensor

@@ -27,6 +27,8 @@ class DType:
     def is_floating(self):
         return self.kind == "f"
 
+    is_floating_point = is_floating      # torch's name
+
     def __repr__(self):
         return f"numr_web.{self.name}"
 

@@ -6,12 +6,14 @@ family module (numr_web/ops/*.py) attaches its methods next to the op's row, so 
 """
 from __future__ import annotations
 
+import itertools
+
 from . import dtypes as dt
 from . import host
 from . import shapes as sh
-from .autograd import apply, attach, check_grad_output, run_backward
+from .autograd import apply, attach, backward
 from .backends import get_backend, normalize_device
-from .errors import DTypeError, GradientError, NumrError, ShapeError
+from .errors import DTypeError, GradientError, IndexOutOfRangeError, NumrError, ShapeError
 from .formatting import format_tensor
 from .gradmode import no_grad
 from .ops.registry import OPS
@@ -47,13 +49,52 @@ class Tensor:
 
     @property
     def size(self):
-        return sh.prod(self._data.shape)
+        """The element count (an int, as numpy's .size); called, torch's size(): t.size() is the
+        shape as an nr.Size, t.size(dim) one dimension."""
+        return _SizeCount(self._data.shape)
 
     def numel(self):
-        return self.size
+        return sh.prod(self._data.shape)
+
+    nelement = numel
 
     def dim(self):
         return self.ndim
+
+    ndimension = dim
+
+    def element_size(self):
+        """Bytes per element (torch's element_size)."""
+        return self.dtype.itemsize
+
+    def is_floating_point(self):
+        return self.dtype.is_floating
+
+    @property
+    def is_cuda(self):
+        return self.device == "cuda"
+
+    # -- copy / pickle (torch's protocol: leaves only for deepcopy; values, dtype, device and
+    # requires_grad travel, a deepcopy also copies .grad) ---------------------------------------
+    def __reduce_ex__(self, protocol):
+        be = self._backend
+        raw = be.to_bytes(be.contiguous(self._data))
+        extra = {k: v for k, v in self.__dict__.items() if k not in _OWN_FIELDS}
+        return (_rebuild, (raw, self.shape, self.dtype.name, self.device, self.requires_grad,
+                           None, extra))
+
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise GradientError("only leaf tensors (made by you, not by an op) support deepcopy, "
+                                "as in torch; deepcopy t.detach() instead")
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+        fn, args = self.__reduce_ex__(4)
+        args = args[:5] + (copy.deepcopy(self._grad, memo), copy.deepcopy(args[6], memo))
+        out = fn(*args)
+        memo[id(self)] = out
+        return out
 
     def __len__(self):
         if not self.ndim:
@@ -73,6 +114,8 @@ class Tensor:
         if not isinstance(value, bool):
             raise GradientError(f"requires_grad must be True or False, got {value!r}")
         if self.grad_fn is not None:
+            if value:                  # a non-leaf requires grad already (torch: a no-op)
+                return
             raise GradientError("requires_grad can only be changed on leaf tensors; use "
                                 "t.detach() to get a tensor outside the graph")
         if value and not self.dtype.is_floating:
@@ -154,7 +197,11 @@ class Tensor:
         return format_tensor(self, extra)
 
     # -- device / dtype ----------------------------------------------------------------------------
-    def to(self, device=None, dtype=None):
+    def to(self, device=None, dtype=None, non_blocking=False, copy=False):
+        """t.to(device), t.to(dtype), t.to(device, dtype), t.to(other) (other's device and
+        dtype), as torch's."""
+        if isinstance(device, Tensor):
+            device, dtype = device.device, device.dtype
         if isinstance(device, (dt.DType, type)) or (isinstance(device, str) and dtype is None
                                                      and dt.is_dtype_name(device)):
             device, dtype = None, device
@@ -168,6 +215,8 @@ class Tensor:
                 moved = Tensor._wrap(dst.transfer_from(out._backend, out._data), out.dtype,
                                      device, dst)
                 out = attach(moved._data, OPS["to_device"], (out,), {"device": device}, moved)
+        if copy and out is self:
+            out = out.clone()                  # a fresh buffer, still in the graph
         return out
 
     def cpu(self): return self.to("cpu")
@@ -187,7 +236,28 @@ class Tensor:
     def double(self): return self.astype(dt.float64)
     def half(self): return self.astype(dt.float16)
     def int(self): return self.astype(dt.int32)
+    # int32 is the widest integer dtype (README): torch's 64-bit .long() gives int32 here
+    def long(self): return self.astype(dt.int32)
     def bool(self): return self.astype(dt.bool_)
+
+    def type_as(self, other):
+        return self.astype(other.dtype)
+
+    @property
+    def data(self):
+        """The values without the graph (torch's .data): a detached tensor sharing storage.
+        Assigning a tensor of the same dtype and device rebinds this tensor's storage."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise DTypeError(f"t.data must be assigned a Tensor, got {type(value).__name__}")
+        if (value.dtype, value.device) != (self.dtype, self.device):
+            raise DTypeError(f"t.data = v needs v of this tensor's dtype and device "
+                             f"({self.dtype.name}, {self.device!r}); got ({value.dtype.name}, "
+                             f"{value.device!r}): convert it with v.to(t) first")
+        self._data = value._data
 
     def detach(self):
         return Tensor._wrap(self._data, self.dtype, self.device, self._backend)
@@ -221,11 +291,46 @@ class Tensor:
 
     # -- autograd ----------------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad (torch's signature)."""
-        if inputs is not None:
-            raise NumrError("backward(inputs=...) is not supported; use nr.grad(out, inputs)")
-        g = check_grad_output(self, gradient)
-        run_backward([self], [g], None, create_graph, retain_graph)
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (torch's signature). inputs=[...]
+        limits that to the tensors listed (leaves or not; others' .grad stay as they are)."""
+        backward([self], [gradient], retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook):
+        """hook(grad) runs when the gradient with respect to this tensor has been computed (for
+        a leaf: its total of the pass, before it is accumulated into .grad); it may return a
+        tensor to use instead. Returns a handle whose .remove() unregisters it."""
+        if not self.requires_grad:
+            raise GradientError("cannot register a hook on a tensor that does not require grad; "
+                                "call .requires_grad_() on the leaf first")
+        if not callable(hook):
+            raise NumrError(f"hook must be callable, got {type(hook).__name__}")
+        if self.grad_fn is None:
+            if self.__dict__.get("_grad_hooks") is None:
+                self._grad_hooks = {}
+            return _HookHandle(self._grad_hooks, hook)
+        node = self.grad_fn
+        if node.hooks is None:
+            node.hooks = {}
+        return _HookHandle(node.hooks.setdefault(self._out_index, {}), hook)
+
+    def retain_grad(self):
+        """Keep the gradient of this non-leaf tensor in .grad after backward (accumulating, as a
+        leaf's); a no-op on leaves."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise GradientError("can't retain_grad on a tensor that does not require grad")
+            return
+        if self.retains_grad:
+            return
+        node = self.grad_fn
+        if node.retained is None:
+            node.retained = {}
+        node.retained.setdefault(self._out_index, []).append(self)
+        self._retains_grad = True
+
+    @property
+    def retains_grad(self):
+        return self.grad_fn is not None and self.__dict__.get("_retains_grad", False)
 
     def register_post_accumulate_grad_hook(self, hook):
         """hook(tensor) runs each time backward has accumulated this leaf's .grad (when that
@@ -247,10 +352,60 @@ class Tensor:
     __hash__ = object.__hash__
 
 
+_OWN_FIELDS = frozenset(("_data", "dtype", "device", "_backend", "_requires_grad", "_grad",
+                         "grad_fn", "_out_index", "_hooks", "_grad_hooks", "_retains_grad"))
+
+
+def _rebuild(raw, shape, dtype_name, device, requires_grad, grad=None, extra=None):
+    """Unpickle / deepcopy: a fresh leaf with the same values, dtype, device and requires_grad."""
+    dtype = dt.get_dtype(dtype_name)
+    be = get_backend(device)
+    t = Tensor._wrap(be.from_host(host.HostArray(raw, shape, dtype), dtype), dtype, device, be)
+    if extra:
+        t.__dict__.update(extra)
+    t._requires_grad = bool(requires_grad)
+    if grad is not None:
+        t._grad = grad
+    return t
+
+
+class Size(tuple):
+    """torch.Size: the shape as a tuple (t.size()); numel() is the product of its entries."""
+
+    def numel(self):
+        return sh.prod(self)
+
+    def __repr__(self):
+        return f"nr.Size({list(self)})"
+
+
+class _SizeCount(int):
+    """t.size: the element count, an int; t.size() / t.size(dim) as torch's method."""
+
+    def __new__(cls, shape):
+        self = super().__new__(cls, sh.prod(shape))
+        self._shape = tuple(shape)
+        return self
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return Size(self._shape)
+        if not self._shape:
+            raise IndexOutOfRangeError(f"size({dim}): a 0-d tensor has no dimensions; use size()")
+        return self._shape[sh.normalize_axis(dim, len(self._shape))]
+
+
 class _HookHandle:
+    """What register_*hook returns: .remove() unregisters the hook. Keys come from a counter
+    (an id() of a handle the caller dropped could be reused by the next one)."""
+    _next = itertools.count()
+
     def __init__(self, hooks, hook):
-        self._hooks = hooks
-        hooks[id(self)] = hook
+        self._hooks, self._key = hooks, next(_HookHandle._next)
+        hooks[self._key] = hook
 
     def remove(self):
-        self._hooks.pop(id(self), None)
+        self._hooks.pop(self._key, None)

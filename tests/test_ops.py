@@ -175,7 +175,7 @@ def test_op(device, case):
     check_op(device, fn, ref, xs, **(opts[0] if opts else {}))
 
 
-NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "one_hot", "bitwise_not",
+NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argsort", "one_hot", "bitwise_not",
                       "bitwise_and", "bitwise_or", "bitwise_xor"}
 
 

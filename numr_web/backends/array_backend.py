@@ -192,6 +192,25 @@ class ArrayBackend(ArrayNN, Backend):
             out = out.reshape((1,) * h.ndim)
         return out
 
+    can_argsort = True
+
+    def argsort(self, h, axis, descending):
+        """Stable; NaN after +inf ascending, first descending (torch's order): a stable sort by
+        value, then a stable sort of that order by the NaN class."""
+        xp = self.xp
+        if h.dtype.kind == "b":
+            h = h.astype(xp.int32)
+        if h.dtype.kind == "f":
+            nan = xp.isnan(h)
+            key = xp.where(nan, 0, -h if descending else h)
+            order = xp.argsort(key, axis=axis, kind="stable")
+            cls = xp.take_along_axis(nan, order, axis=axis).astype(xp.int8)
+            order = xp.take_along_axis(order, xp.argsort(-cls if descending else cls, axis=axis,
+                                                         kind="stable"), axis=axis)
+        else:
+            order = xp.argsort(~h if descending else h, axis=axis, kind="stable")
+        return order.astype(xp.int32)
+
     def softmax(self, h, axis, log):
         xp = self.xp
         hw = self._widen(h)

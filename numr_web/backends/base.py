@@ -28,6 +28,8 @@ class Backend:
                                   # just calls the step
     capturing = False             # a recording that cannot contain a recorded step is open (cuda:
                                   # a step captured inside it runs its ops into the outer graph)
+    can_argsort = False           # argsort(h, axis, descending): a stable sort primitive; else
+                                  # the ops layer sorts with a bitonic network of other ops
 
     @classmethod
     def probe(cls):

@@ -16,7 +16,7 @@ of shaders/act.wgsl; CUDA sees the compute type `C` and the helpers of backends/
 numpy functions take the array module `xp` first; `fwd` may overwrite its argument and `d1` gets
 the output `y` as an optional hint (exact GELU recovers Phi(z) = y / z from it instead of a second erf).
 
-Conventions are PyTorch's: relu'(0) = 0; `gelu` is exact (erf), `gelu_tanh` the tanh form;
+Conventions are PyTorch's: relu'(0) = 0, elu''(0) = 0, hardswish'(+-3) = 0 and 1; `gelu` is exact (erf), `gelu_tanh` the tanh form;
 leaky_relu's slope is 0.01, elu's alpha 1, softplus has beta 1 and threshold 20.
 Every formula is overflow-safe for any finite input.
 """
@@ -182,9 +182,11 @@ def _silu_d2(xp, z):
 
 
 def _mish_parts(xp, z):
-    t = xp.tanh(_softplus(xp, z))
-    s, q = _sigmoid_pair(xp, z)
-    return t, 1 - t * t, s, q
+    sp = _softplus(xp, z)
+    t = xp.tanh(sp)
+    a, b = _sigmoid_pair(xp, 2 * sp)           # sech²(sp) = 4 sigmoid(2sp) sigmoid(-2sp): no
+    s, q = _sigmoid_pair(xp, z)                # cancellation where tanh(sp) rounds to 1
+    return t, 4 * a * b, s, q
 
 
 def _mish_dz(xp, z):
@@ -298,21 +300,18 @@ ACT = {a.name: a for a in (
                   d1="select(0.01 * dy, dy, s > 0.0)", ds="0.0"),
         cuda=Code("z > C(0) ? z : C(0.01) * z", "z > C(0) ? C(1) : C(0.01)", "C(0)",
                   d1="s > C(0) ? dy : C(0.01) * dy", ds="C(0)")),
-    Act("elu", "y", smooth=False,
+    Act("elu", "z", smooth=False,
+        # saves z: elu'(z) = exp(z) from z, as torch; from y it would be y + 1, which cancels
+        # (0 in float32 below z = -17). act'' is 0 at z = 0 (torch masks it with z < 0).
         # (where, not minimum(z, 0): that may return the 0 for z = -0.0, and elu(-0.0) is -0.0)
         np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.where(z > 0, 0, z))).astype(
             z.dtype, copy=False),
                lambda xp, z: xp.where(z > 0, 1.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
-               lambda xp, z: xp.where(z > 0, 0.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
-               d1=lambda xp, dy, s, y=None: xp.where(s > 0, dy, dy * (s + 1)).astype(
-                   dy.dtype, copy=False),
-               ds=lambda xp, s: (s <= 0).astype(s.dtype)),
+               lambda xp, z: xp.where(z < 0, xp.exp(xp.minimum(z, 0)), 0.0).astype(z.dtype)),
         wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp_s(min(z, 0.0)), 1.0, z > 0.0)",
-                  "select(exp_s(min(z, 0.0)), 0.0, z > 0.0)",
-                  d1="select(dy * (s + 1.0), dy, s > 0.0)", ds="select(1.0, 0.0, s > 0.0)"),
+                  "select(0.0, exp_s(min(z, 0.0)), z < 0.0)"),
         cuda=Code("z > C(0) ? z : expm1(z)", "z > C(0) ? C(1) : m_exp(z)",
-                  "z > C(0) ? C(0) : m_exp(z)",
-                  d1="s > C(0) ? dy : dy * (s + C(1))", ds="s > C(0) ? C(0) : C(1)")),
+                  "z < C(0) ? m_exp(z) : C(0)")),
     Act("softplus", "z",
         np=_np(_softplus,
                lambda xp, z: xp.where(z > SOFTPLUS_THRESHOLD, 1.0, _sigmoid(xp, z)).astype(
@@ -338,15 +337,15 @@ ACT = {a.name: a for a in (
                   "    return sech2(sp) * (C(2) * s + z * s * (sigm(-z) - C(2) * t * s));")),
     Act("hardswish", "z", smooth=False,
         np=_np(lambda xp, z: z * xp.clip(z + 3, 0, 6) / 6,
-               lambda xp, z: xp.where(z < -3, 0.0, xp.where(z <= 3, z / 3 + 0.5, 1.0)).astype(
+               lambda xp, z: xp.where(z <= -3, 0.0, xp.where(z < 3, z / 3 + 0.5, 1.0)).astype(
                    z.dtype),
                lambda xp, z: xp.where((z > -3) & (z < 3), 1.0 / 3, 0.0).astype(z.dtype)),
         wgsl=Code("let r = z + 3.0;\n"
                   "    return z * select(select(r, 6.0, r > 6.0), 0.0, r < 0.0) / 6.0;",
-                  "select(select(1.0, z / 3.0 + 0.5, z <= 3.0), 0.0, z < -3.0)",
+                  "select(select(1.0, z / 3.0 + 0.5, z < 3.0), 0.0, z <= -3.0)",
                   "select(0.0, 1.0 / 3.0, z > -3.0 && z < 3.0)"),
         cuda=Code("C r = z + C(3); return z * (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);",
-                  "z < C(-3) ? C(0) : (z <= C(3) ? z / C(3) + C(0.5) : C(1))",
+                  "z <= C(-3) ? C(0) : (z < C(3) ? z / C(3) + C(0.5) : C(1))",
                   "(z > C(-3) && z < C(3)) ? C(1) / C(3) : C(0)")),
 )}
 

@@ -9,11 +9,11 @@ import math
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..creation import arange, zeros
+from ..creation import arange, full, zeros
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods
-from .elementwise import where
+from .elementwise import maximum, minimum, where
 from .linalg import matmul
 from .reductions import axis_args, reduce_op
 from .shape_ops import concat, expand, permute, reshape, transpose
@@ -289,6 +289,57 @@ def diff(x, n=1, dim=-1):
     return x
 
 
+# -- scans: log2(n) shifted combines (Hillis-Steele), every step an existing op -----------------------
+def _scan(x, dim, combine, identity):
+    """The inclusive scan of x along dim under the associative `combine`: after step k each
+    element holds the combination of the 2^(k+1) elements ending at it (the shift brings in
+    `identity` from the front). O(n log n) work, O(n) memory, on every device; the gradient
+    follows from the steps."""
+    if x.ndim == 0:
+        sh.normalize_axis(dim, 1)                 # a 0-d tensor takes dim 0 or -1, as torch
+        return x.clone()
+    d = sh.normalize_axis(dim, x.ndim)
+    n, k, out = x.shape[d], 1, x
+    while k < n:
+        shape = list(x.shape)
+        shape[d] = k
+        front = full(tuple(shape), identity, dtype=x.dtype, device=x.device)
+        out = combine(out, concat([front, out.narrow(d, 0, n - k)], d))
+        k *= 2
+    return out if n > 1 else x.clone()
+
+
+def _scan_input(x, dtype, name):
+    x = _tensor(x, name)
+    if dtype is not None:
+        return x.astype(dtype)
+    return x.astype(dt.int32) if x.dtype is dt.bool_ else x    # torch: int64, numr's int32
+
+
+def cumsum(x, dim, *, dtype=None):
+    """Running sums along dim (torch.cumsum; bool and int32 sum in int32)."""
+    return _scan(_scan_input(x, dtype, "cumsum"), dim, lambda a, b: a + b, 0)
+
+
+def cumprod(x, dim, *, dtype=None):
+    """Running products along dim (torch.cumprod); the gradient is exact where x has zeros."""
+    return _scan(_scan_input(x, dtype, "cumprod"), dim, lambda a, b: a * b, 1)
+
+
+def _logaddexp(a, b):
+    hi, lo = maximum(a, b), minimum(a, b)
+    finite_hi = where(hi == -math.inf, 0.0, hi)            # -inf with -inf stays -inf, no NaN
+    return where(hi == -math.inf, -math.inf, finite_hi + (lo - finite_hi).exp().log1p())
+
+
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))) without overflow, combining by log-add-exp (torch.logcumsumexp)."""
+    x = _tensor(x, "logcumsumexp")
+    if not x.dtype.is_floating:
+        raise DTypeError(f"logcumsumexp needs a floating-point tensor, got {x.dtype.name}")
+    return _scan(x, dim, _logaddexp, -math.inf)
+
+
 diagonal = _diagonal
 swapaxes = swapdims = transpose                       # torch's aliases
 moveaxis = movedim
@@ -299,5 +350,6 @@ attach_methods(
     view_as=_like("view_as", reshape), reshape_as=_like("reshape_as", reshape),
     expand_as=_like("expand_as", expand), mm=mm, bmm=bmm, mv=mv, dot=dot, outer=outer,
     diagonal=_diagonal, trace=trace, diag=diag, amax=amax, amin=amin, norm=norm,
-    count_nonzero=count_nonzero, diff=diff,
+    count_nonzero=count_nonzero, diff=diff, cumsum=cumsum, cumprod=cumprod,
+    logcumsumexp=logcumsumexp,
 )

@@ -15,6 +15,7 @@ from ..gradmode import is_grad_enabled
 from ..tensor import Tensor
 from ._erf import erf as erf_xp
 from .activations import ACT, get_act
+from .act_higher import d3_vjp, dds_vjp
 from .common import (as_tensor, attach_methods, check_output_size, check_same_device,
                      sum_to_shape)
 from .registry import OPS, register
@@ -147,8 +148,11 @@ def _activation_vjp(n, g):
                              else None),)
     if fn == "dz":
         return (g * activation(x, name, "d2"),)
-    raise GradientError(f"third and higher derivatives of activation {name!r} are not "
-                        "implemented; first and second derivatives are")
+    if fn == "d2":                              # third derivatives: composed (ops/act_higher.py)
+        return (d3_vjp(x, g, name),)
+    if fn == "ds":
+        return (dds_vjp(x, g, name),)
+    raise GradientError(f"activation {name!r}: no derivative of fn={fn!r}")
 
 
 register("activation", lambda be, x, name, fn: (be.activation(name, x, fn), None),

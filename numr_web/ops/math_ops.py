@@ -211,6 +211,9 @@ def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     a = _tensor(a, "isclose")
     if rtol < 0 or atol < 0:
         raise DTypeError(f"isclose: rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+    if isinstance(b, Tensor) and b.dtype is not a.dtype:
+        raise DTypeError(f"isclose/allclose: dtypes differ ({a.dtype.name} and {b.dtype.name}), "
+                         "as torch refuses; convert one with .to(other.dtype)")
     b = b if isinstance(b, Tensor) else a * 0 + b
     if not (a.dtype.is_floating or b.dtype.is_floating):
         return a == b
@@ -222,12 +225,14 @@ def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
 
 def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     """True when every element is isclose (one readback)."""
-    return bool(isclose(a, b, rtol, atol, equal_nan).all().item())
+    a = _tensor(a, "allclose").detach()
+    return bool(isclose(a, b.detach() if isinstance(b, Tensor) else b, rtol, atol,
+                        equal_nan).all().item())
 
 
 def equal(a, b):
     """True when a and b have the same shape and the same elements (torch.equal)."""
-    a, b = _tensor(a, "equal"), _tensor(b, "equal")
+    a, b = _tensor(a, "equal").detach(), _tensor(b, "equal").detach()
     return a.shape == b.shape and bool((a == b).all().item())
 
 

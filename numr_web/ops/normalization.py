@@ -6,11 +6,10 @@ Under create_graph the norms' VJP is written with differentiable ops instead of 
 path used only for higher-order gradients."""
 from __future__ import annotations
 
-import random as _random
-
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import rand
+from ..generator import resolve_seed
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_create_graph
 from ..tensor import Tensor
@@ -100,15 +99,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 
 # -- dropout -------------------------------------------------------------------------------------------
-_default_rng = _random.Random()
-
-
-def manual_seed(seed):
-    """Seed the generator that dropout (and other ops drawing random numbers) use."""
-    _default_rng.seed(sh.as_int(seed, "seed"))
-
-
-def dropout(x, p=0.5, training=True, seed=None):
+def dropout(x, p=0.5, training=True, seed=None, generator=None):
     """Zero each element with probability p and scale the rest by 1/(1-p) (device RNG; the same
     seed gives the same mask on one device)."""
     if isinstance(p, (str, bytes)) or not hasattr(p, "__float__"):
@@ -120,7 +111,6 @@ def dropout(x, p=0.5, training=True, seed=None):
         return x
     if p == 1.0:
         return x * 0.0
-    if seed is None:
-        seed = _default_rng.getrandbits(63)
+    seed = resolve_seed(seed, generator)      # the default generator: nr.manual_seed
     keep = rand(x.shape, seed=seed, dtype=x.dtype, device=x.device) >= p
     return x * keep.astype(x.dtype) * (1.0 / (1.0 - p))

@@ -56,6 +56,13 @@ CASES = {
     "std_mean": (lambda a: nr.stack(nr.std_mean(a, (0, 2), correction=0), 0),
                  lambda a: torch.stack(torch.std_mean(a, (0, 2), correction=0)), [A]),
     "diff": (lambda a: nr.diff(a, 2, 2), lambda a: torch.diff(a, 2, 2), [A]),
+    "cumsum": (lambda a: nr.cumsum(a, 2), lambda a: torch.cumsum(a, 2), [A]),
+    "cumsum_dim0": (lambda a: a.cumsum(0), lambda a: a.cumsum(0), [A]),
+    "cumprod": (lambda a: nr.cumprod(a, -1), lambda a: torch.cumprod(a, -1), [A]),
+    "cumprod_zeros": (lambda m: nr.cumprod(m, 1), lambda m: torch.cumprod(m, 1),
+                      [np.where(np.abs(M) < 0.5, 0.0, M)]),
+    "logcumsumexp": (lambda a: nr.logcumsumexp(a * 50, 1), lambda a: torch.logcumsumexp(a * 50, 1),
+                     [A]),
 }
 
 
@@ -95,6 +102,23 @@ def test_count_nonzero_and_bool_diff(device):
     assert nr.diff(b).tolist() == torch.diff(torch.tensor([True, True, False, True])).tolist()
 
 
+def test_scans_of_integers_empty_and_0d_as_torch(device):
+    b = [True, False, True, True]
+    assert nr.cumsum(nr.tensor(b, device=device), 0).tolist() == torch.cumsum(torch.tensor(b), 0).tolist()
+    i = [3, -1, 4, 1, -5]
+    x = nr.tensor(i, dtype="int32", device=device)
+    assert x.cumsum(0).dtype is nr.int32
+    assert x.cumsum(0).tolist() == torch.cumsum(torch.tensor(i), 0).tolist()
+    assert x.cumprod(0).tolist() == torch.cumprod(torch.tensor(i), 0).tolist()
+    assert nr.cumsum(x, 0, dtype="float32").dtype is nr.float32
+    assert nr.cumsum(nr.zeros((2, 0), device=device), 1).shape == (2, 0)
+    assert nr.cumsum(nr.tensor(2.5, device=device), 0).item() == 2.5
+    inf = math.inf
+    v = [-inf, -inf, 0.0, 80.0, 1000.0]
+    np.testing.assert_array_equal(nr.logcumsumexp(nr.tensor(v, device=device), 0).numpy(),
+                                  torch.logcumsumexp(torch.tensor(v), 0).numpy())
+
+
 def test_diag_keeps_nan_and_inf_off_the_rest(device):
     v = nr.tensor([math.nan, math.inf, 1.0], device=device)
     np.testing.assert_array_equal(nr.diag(v, 1).numpy(),
@@ -123,6 +147,9 @@ BAD = {
                                                                 nr.ones(2, device=d)), nr.DTypeError),
     "diff n": (lambda d: nr.diff(nr.ones(3, device=d), -1), nr.ShapeError),
     "list argument": (lambda d: nr.roll([1, 2], 1), nr.DTypeError),
+    "cumsum dim": (lambda d: nr.cumsum(nr.ones((2, 3), device=d), 2), nr.IndexOutOfRangeError),
+    "logcumsumexp int": (lambda d: nr.logcumsumexp(nr.ones(2, dtype="int32", device=d), 0),
+                         nr.DTypeError),
 }
 
 

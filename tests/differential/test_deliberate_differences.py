@@ -27,6 +27,8 @@ def test_int32_is_the_widest_integer(device):
     assert nr.tensor(np.array([1, 2], np.int64), device=device).dtype is nr.int32
     with pytest.raises(nr.DTypeError):
         nr.tensor([2 ** 40], device=device)
+    assert nr.tensor([1.7], device=device).long().dtype is nr.int32
+    assert torch.tensor([1.7]).long().dtype == torch.int64
 
 
 def test_int32_sum_wraps(device):
@@ -104,3 +106,18 @@ def test_item_assignment_refused(device):
     t = torch.zeros(3)
     t[0] = 1.0
     assert t.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_size_attribute_is_the_element_count(device):
+    x = nr.ones((2, 3), device=device)
+    assert x.size == 6 and x.size() == (2, 3) and x.size(1) == 3
+    assert torch.ones(2, 3).size() == (2, 3) and torch.ones(2, 3).size != 6
+
+
+def test_manual_seed_repeats_numr_not_torch(device):
+    nr.manual_seed(0)
+    a = nr.rand(4, device=device).numpy()
+    nr.manual_seed(0)
+    assert np.array_equal(nr.rand(4, device=device).numpy(), a)
+    torch.manual_seed(0)
+    assert not np.allclose(torch.rand(4).numpy(), a)
