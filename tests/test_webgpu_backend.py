@@ -97,7 +97,8 @@ def test_probe_and_info(be):
     info = be.info()
     assert info["adapter"] and info["backend"] and isinstance(info["features"], list)
     assert info["limits"]["maxStorageBufferBindingSize"] >= 128 << 20
-    assert set(info["knobs"]) == {"max_binding_size", "loop_budget", "gemm_tile", "max_workgroups"}
+    assert set(info["knobs"]) == {"max_binding_size", "loop_budget", "gemm_tile", "max_workgroups",
+                                  "fuse"}
     assert info["pipelines"] >= 0 and info["submits"] >= 0 and "created" in info["pool"]
 
 
@@ -106,12 +107,13 @@ def test_knobs_from_arguments_and_environment(monkeypatch):
     monkeypatch.setenv("NUMR_WEBGPU_LOOP_BUDGET", "1000")
     monkeypatch.setenv("NUMR_WEBGPU_GEMM_TILE", "128")
     monkeypatch.setenv("NUMR_WEBGPU_MAX_WORKGROUPS", "7")
+    monkeypatch.setenv("NUMR_WEBGPU_FUSE", "0")
     assert backend().info()["knobs"] == {"max_binding_size": 4096, "loop_budget": 1000,
-                                         "gemm_tile": "128", "max_workgroups": 7}
+                                         "gemm_tile": "128", "max_workgroups": 7, "fuse": 0}
     knobs = backend(max_binding_size=8192, loop_budget=0, gemm_tile="v4w",
-                    max_workgroups=65535).info()["knobs"]           # arguments win
+                    max_workgroups=65535, fuse=1).info()["knobs"]           # arguments win
     assert knobs == {"max_binding_size": 8192, "loop_budget": 0, "gemm_tile": "v4w",
-                     "max_workgroups": 65535}
+                     "max_workgroups": 65535, "fuse": 1}
     monkeypatch.setenv("NUMR_WEBGPU_GEMM_TILE", "96")
     with pytest.raises(BackendUnavailableError, match="NUMR_WEBGPU_GEMM_TILE"):
         backend()

@@ -74,12 +74,12 @@ def test_generated_wgsl_compiles(adapter, kernel_file, dtype):
 
 def test_every_vocabulary_op_and_activation_has_its_case():
     dispatch = codegen.elementwise_wgsl()
-    kernel = (SHADERS / "elementwise.wgsl").read_text()
+    kernel = (SHADERS / "elementwise_ops.wgsl").read_text()
     for family in KERNEL_FAMILIES:
         names = family_names(family)
         assert names, family
         for n in names + codegen.op_names(family)[len(names):]:
-            assert f"fn {family}_{n}(" in kernel, f"shaders/elementwise.wgsl has no {family}_{n}"
+            assert f"fn {family}_{n}(" in kernel, f"shaders/elementwise_ops.wgsl has no {family}_{n}"
             assert f"return {family}_{n}(" in dispatch and \
                 f"const {family.upper()}_{n.upper()}: u32" in dispatch, (family, n)
             assert codegen.op_names(family)[codegen.op_code(family, n)] == n

@@ -3,7 +3,7 @@ from these), forward, VJP; then the public functions with their dtype rules, and
 
 Kernel families: "unary" (x -> out), "binary" (a, b -> out of the operands' dtype; one operand may
 be a Python scalar, kept as an attribute, never uploaded), "compare" (a, b -> bool). Each row's
-kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/elementwise.wgsl.
+kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/elementwise_ops.wgsl.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@
                              the multi-launch schedules (split-K, chunked / tree reductions)
   launch_elementwise, launch_reduce, launch_gemm   one launcher per kernel family
   dispatch                   metadata arena, batching into queue submits, binding ranges, memory
+  fusion, codegen_fused      elementwise chains recorded lazily and run as one generated kernel
   contract, codegen          the named metadata / binding contract and the WGSL generated from it
                              and from the op and activation tables (codegen.dump())
   kernels                    shader loading, module assembly per dtype, pipeline cache

@@ -6,6 +6,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
   config.py                the knobs below and the process's one adapter
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
   graphs.py                a step's dispatches recorded for nr.capture and replayed
+  fusion.py, codegen_fused.py  chains of elementwise ops recorded lazily, run as one kernel
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
   backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
@@ -27,7 +28,11 @@ Knobs (constructor argument / environment variable; the argument wins):
                     (launch_gemm.py); also assignable as the attribute `gemm_tile`
   max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535); more
                     work is covered by the kernels' grid-stride loops
-`info()` reports them, with the pool, the pipelines, the submits and the dispatches per kernel.
+  fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
+                    generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
+                    assignable as the attribute `fuse`. `settle()` flushes a pending chain
+`info()` reports them, with the pool, the pipelines, the submits, the dispatches per kernel
+(fused kernels as "fused.fused_<inputs>_<outputs>") and the fusion counters ("fusion").
 """
 from __future__ import annotations
 
@@ -55,7 +60,7 @@ class WebGPUBackend(NNPrimitives, Backend):
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
-                 max_workgroups=None):
+                 max_workgroups=None, fuse=None):
         self.adapter = adapter or shared_adapter()
         lim = self.adapter.limits
         binding = int(lim.get("maxStorageBufferBindingSize") or (128 << 20))
@@ -71,6 +76,8 @@ class WebGPUBackend(NNPrimitives, Backend):
         self.d = Dispatcher(self.adapter, binding - binding % 4,
                             knob("max_workgroups", max_workgroups) or 65535)
         self.kernels = self.d.kernels
+        f = knob("fuse", fuse)
+        self.fuse = True if f is None else f
         self.pool = self.d.pool
         self.f16 = "shader-f16" in self.adapter.features
         self._gemm_caps = gemm.caps(self.adapter)
@@ -86,6 +93,12 @@ class WebGPUBackend(NNPrimitives, Backend):
             raise BackendUnavailableError(f"GEMM tile {tile!r} (NUMR_WEBGPU_GEMM_TILE): expected "
                                           f"one of {', '.join(gemm.GEMM_TILES)}")
         self._gemm_tile = str(tile)
+
+    fuse = property(lambda self: self.d.fusion.enabled, lambda self, on: self.d.fusion.enable(on))
+
+    def settle(self):
+        """Record the pending chain of fused elementwise ops now (without submitting)."""
+        self.d.fusion.flush()
 
     @property
     def binding_limit(self):
@@ -106,11 +119,13 @@ class WebGPUBackend(NNPrimitives, Backend):
         d = dict(self.adapter.info())
         d["max_binding_bytes_used"] = self.binding_limit
         d["knobs"] = {"max_binding_size": self.binding_limit, "loop_budget": self.loop_budget,
-                      "gemm_tile": self.gemm_tile, "max_workgroups": self.d.max_workgroups}
+                      "gemm_tile": self.gemm_tile, "max_workgroups": self.d.max_workgroups,
+                      "fuse": int(self.fuse)}
         d["pool"] = self.pool.stats()
         d["pipelines"] = len(self.kernels)
         d["submits"] = self.d.submits
         d["dispatches"] = dict(self.d.counts)
+        d["fusion"] = self.d.fusion.stats()
         return d
 
     @property
@@ -245,12 +260,13 @@ class WebGPUBackend(NNPrimitives, Backend):
                           out_dtype=dtype)
 
     def unary(self, op, h):
-        return ew.strided(self.d, "unary", h.dtype, self.d.alloc(h.shape, h.dtype), [h],
-                          {"OP": op_code("unary", op)})
+        return self.d.fusion.record("unary", op, h.dtype, h.shape, (h,)) or ew.strided(
+            self.d, "unary", h.dtype, self.d.alloc(h.shape, h.dtype), [h], {"OP": op_code("unary", op)})
 
     def activation(self, name, z, fn="fwd"):
-        return ew.strided(self.d, "unary", z.dtype, self.d.alloc(z.shape, z.dtype), [z],
-                          {"OP": op_code("unary", "act_" + fn), "ACT": act_code(name)})
+        return self.d.fusion.record("unary", "act_" + fn, z.dtype, z.shape, (z,), name) or \
+            ew.strided(self.d, "unary", z.dtype, self.d.alloc(z.shape, z.dtype), [z],
+                       {"OP": op_code("unary", "act_" + fn), "ACT": act_code(name)})
 
     def _operands(self, x, y, *more):
         """(dtype, shape, expanded views or None for Python scalars, consts, scalar words) of
@@ -272,8 +288,8 @@ class WebGPUBackend(NNPrimitives, Backend):
             return ew.strided(self.d, "compare", dtype, self.d.alloc(shape, bool_), views, consts,
                               scalars)
         consts["OP"] = op_code("binary", op)
-        return ew.strided(self.d, "binary", dtype, self.d.alloc(shape, dtype), views, consts,
-                          scalars)
+        return self.d.fusion.record("binary", op, dtype, shape, (a, b)) or ew.strided(
+            self.d, "binary", dtype, self.d.alloc(shape, dtype), views, consts, scalars)
 
     def where(self, cond, a, b):
         dtype, shape, views, consts, scalars = self._operands(a, b, cond)
@@ -284,10 +300,11 @@ class WebGPUBackend(NNPrimitives, Backend):
         # one pass over dy and ONE saved tensor (the table's choice: act.wgsl recomputes erf /
         # sigmoid from z, cheaper than reading y too on a memory-bound kernel)
         shape = broadcast_shapes(dy.shape, s.shape)
-        dz = ew.strided(self.d, "binary", dy.dtype, self.d.alloc(shape, dy.dtype),
-                        [expanded(dy, shape), expanded(s, shape)],
-                        {"OP": op_code("binary", "act_d1"), "ACT": act_code(act),
-                         "A_SCALAR": 0, "B_SCALAR": 0})
+        dz = self.d.fusion.record("binary", "act_d1", dy.dtype, shape, (dy, s), act) or \
+            ew.strided(self.d, "binary", dy.dtype, self.d.alloc(shape, dy.dtype),
+                       [expanded(dy, shape), expanded(s, shape)],
+                       {"OP": op_code("binary", "act_d1"), "ACT": act_code(act),
+                        "A_SCALAR": 0, "B_SCALAR": 0})
         dbias = None
         if bias_grad:
             dbias = self.reduce("sum", dz, tuple(range(dz.ndim - 1)), False) if dz.ndim > 1 else dz

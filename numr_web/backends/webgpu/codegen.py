@@ -21,7 +21,7 @@ import functools
 from ...errors import KernelError
 from ...ops.activations import ACT
 from ...ops.registry import family_names
-from .contract import KERNELS, META_BINDING, META_WORDS, WG, WORD_PREFIX
+from .contract import GENERATED, KERNELS, META_BINDING, META_WORDS, WG, WORD_PREFIX
 
 # kernels of the backend itself, after the vocabulary's rows in each family's switch
 BACKEND_UNARY = ("copy", "act_fwd", "act_dz", "act_d2", "act_ds")
@@ -78,6 +78,16 @@ def activation_wgsl():
     return "\n".join(lines) + "\n"
 
 
+def op_call(family, name, args, act=None):
+    """The WGSL call of one elementwise op's function (shaders/elementwise_ops.wgsl) on the
+    argument expressions `args`: what the generated `unop` / `binop` / `cmpop` switches return, and
+    one step of a fused kernel (codegen_fused.py). act: the ACT table name of the act_* ops, passed
+    as its code (None: the ACT override, as the one-op kernels do)."""
+    if act is not None and name.startswith("act_"):
+        return f"{name}_c({_const('ACT', act)}, {args})"
+    return f"{family}_{name}({args})"
+
+
 def elementwise_wgsl():
     lines = ["// generated from numr_web/ops/registry.py (the op vocabulary) - do not edit"]
     for family, (fname, params, ret, _) in _FAMILY.items():
@@ -86,9 +96,9 @@ def elementwise_wgsl():
         for i, name in enumerate(names):
             lines.append(f"const {_const(prefix, name)}: u32 = {i}u;")
         args = ", ".join(p.split(":")[0] for p in params.split(", "))
-        cases = "\n".join(f"        case {_const(prefix, n)}: {{ return {family}_{n}({args}); }}"
+        cases = "\n".join(f"        case {_const(prefix, n)}: {{ return {op_call(family, n, args)}; }}"
                           for n in names[:-1])
-        last = f"        default: {{ return {family}_{names[-1]}({args}); }}"
+        last = f"        default: {{ return {op_call(family, names[-1], args)}; }}"
         lines.append(f"fn {fname}({params}) -> {ret} {{\n    switch OP {{\n{cases}\n{last}\n"
                      "    }\n}")
     return "\n".join(lines) + "\n"
@@ -96,7 +106,7 @@ def elementwise_wgsl():
 
 def contract_of(name):
     """The contract of one kernel file (KernelError naming the known ones if there is none)."""
-    k = KERNELS.get(name)
+    k = KERNELS.get(name) or GENERATED.get(name)
     if k is None:
         raise KernelError(f"no kernel file {name!r} in the contract; expected one of {list(KERNELS)}")
     return k
@@ -136,7 +146,7 @@ def dump(kernel_file=None):
     names = list(KERNELS) if kernel_file is None else [kernel_file]
     parts = [header(n) for n in names]
     parts.append(activation_wgsl())
-    if any(KERNELS[n].vocabulary for n in names):
+    if any(contract_of(n).vocabulary for n in names):
         parts.append(elementwise_wgsl())
     return "\n".join(parts)
 

@@ -8,7 +8,8 @@ import sys
 from ...errors import BackendUnavailableError
 
 _KNOB_ENV = {"max_binding_size": "NUMR_WEBGPU_MAX_BINDING", "loop_budget": "NUMR_WEBGPU_LOOP_BUDGET",
-             "gemm_tile": "NUMR_WEBGPU_GEMM_TILE", "max_workgroups": "NUMR_WEBGPU_MAX_WORKGROUPS"}
+             "gemm_tile": "NUMR_WEBGPU_GEMM_TILE", "max_workgroups": "NUMR_WEBGPU_MAX_WORKGROUPS",
+             "fuse": "NUMR_WEBGPU_FUSE"}
 LLVMPIPE_LOOP_BUDGET = 60000
 
 

@@ -144,7 +144,43 @@ ELEMENTWISE = KernelFile(
         ("B_SCALAR", "bool", "false", "operand b is the scalar in word SCALAR_B"),
     ],
     codes={"RANDOM": ("uniform", "normal")},
-    vocabulary=True,
+    vocabulary=True, includes=("elementwise_ops.wgsl",),
+)
+
+# -- fused.wgsl: one generated kernel per chain of elementwise ops (codegen_fused.py, fusion.py) ---
+FUSED_BUFFERS = 8                # storage bindings of one fused kernel, inputs + outputs (WebGPU's
+                                 # minimum maxStorageBuffersPerShaderStage)
+FUSED_SCALARS = 3 * MAXD         # Python-scalar operands per fused kernel (SCALARS + k, k < 24)
+_FUSED_VIEWS = (("", "array<S>"), ("4", "array<vec4<S>>"))
+FUSED = KernelFile(
+    "fused.wgsl",
+    Layout(scalars=[
+        ("N", "elements (every operand dense, of N elements; fused4_*: vec4s)"),
+        ("NEG_ZERO", "-0.0 (0x80000000): added to every intermediate, see fused.wgsl"),
+    ], arrays=[
+        ("OFFSET_IN", "element offset of input k inside its binding (in<k>; in4<k>: vec4s)"),
+        ("OFFSET_OUT", "element offset of output k inside its binding (out<k>; out4<k>: vec4s)"),
+        ("SCALARS", "scalar operand k (f32 / i32 bits), k < 8"),
+        ("SCALARS_1", "scalar operands 8..15 (word SCALARS + k continues here)"),
+        ("SCALARS_2", "scalar operands 16..23"),
+        ("DIV_IN", "broadcast input k: element (i / DIV_IN) % MOD_IN of its binding"),
+        ("MOD_IN", "broadcast input k: see DIV_IN"),
+    ]),
+    slots=[(f"in{v}{k}", "read", t, f"input {k}") for v, t in _FUSED_VIEWS
+           for k in range(FUSED_BUFFERS - 1)] +
+          [(f"out{v}{k}", "read_write", t, f"output {k}") for v, t in _FUSED_VIEWS
+           for k in range(FUSED_BUFFERS - 1)],
+    # the generated entry point of a kernel with i inputs and o outputs: fused_<i>_<o>, and
+    # fused4_<i>_<o> on vec4 views (4 elements per step; N, offsets in vec4s)
+    entries={f"fused{v}_{i}_{o}": tuple(f"in{v}{k}" for k in range(i)) +
+             tuple(f"out{v}{k}" for k in range(o))
+             for v, _ in _FUSED_VIEWS for i in range(1, FUSED_BUFFERS)
+             for o in range(1, FUSED_BUFFERS + 1 - i)},
+    overrides=[
+        ("OP", "u32", "0u", "unused here (the generated op switch reads it)"),
+        ("ACT", "u32", "0u", "unused here (unary_act_* read it; fused kernels pass ACT_* codes)"),
+    ],
+    vocabulary=True, includes=("elementwise_ops.wgsl",),
 )
 
 # -- reduce.wgsl ----------------------------------------------------------------------------------------
@@ -395,3 +431,5 @@ ATTENTION = KernelFile(
 )
 
 KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, MATMUL_SG, INDEX, NORM, CONV, ATTENTION)}
+# kernel files whose entry points are generated per call (codegen_fused.py), not in the file
+GENERATED = {FUSED.name: FUSED}

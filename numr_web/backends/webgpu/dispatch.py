@@ -16,7 +16,8 @@ import struct
 from ...errors import BackendLimitError, BackendUnavailableError, KernelError
 from .adapter import Binding, Dispatch
 from .buffers import BufferPool
-from .contract import KERNELS, MAX_GROUPS, META_BINDING, META_BYTES, META_WORDS, WG
+from .fusion import Fuser
+from .contract import FUSED_BUFFERS, GENERATED, KERNELS, MAX_GROUPS, META_BINDING, META_BYTES, META_WORDS, WG
 from .kernels import KernelCache
 from .views import ITEMSIZE, GPUArray, byte_range, prod
 
@@ -63,6 +64,9 @@ class Dispatcher:
         self.submits = 0
         self.counts: dict = {}        # "file.entry" -> dispatches recorded
         self.recording = None         # a graphs.Recording while nr.capture records a step
+        # elementwise ops recorded lazily and run as one kernel (fusion.py); this device's own
+        self.fusion = Fuser(self, min(FUSED_BUFFERS, int(lim.get("maxStorageBuffersPerShaderStage")
+                                                         or FUSED_BUFFERS)))
 
     # -- recording and submitting --------------------------------------------------------------------
     def _spec(self, kfile, entry):
@@ -70,7 +74,7 @@ class Dispatcher:
         key = (kfile, entry)
         spec = self._specs.get(key)
         if spec is None:
-            k = KERNELS[kfile]
+            k = KERNELS.get(kfile) or GENERATED[kfile]
             slots = [k.slots[n] for n in k.entries[entry]]
             spec = self._specs[key] = (f"{kfile[:-5]}.{entry}",
                                        [(s.name, s.index, self._dummy[s.access]) for s in slots])
@@ -78,11 +82,18 @@ class Dispatcher:
 
     def launch(self, kfile, entry, dtype, consts, words, bufs, groups, out_dtype=None):
         """Record one dispatch of `entry` of `kfile`. words: the metadata block (a list of
-        META_WORDS ints, see contract.py); bufs: {binding name: (buffer, byte offset, byte size)}."""
+        META_WORDS ints, see contract.py); bufs: {binding name: (buffer, byte offset, byte size)}.
+        A pending fused chain (fusion.py) is recorded first: this dispatch may read its values."""
+        if self.fusion.ops:
+            self.fusion.flush()
+        self.launch_pipeline(self.kernels.pipeline(kfile, entry, dtype, out_dtype, consts), kfile,
+                             entry, words, bufs, groups)
+
+    def launch_pipeline(self, pipe, kfile, entry, words, bufs, groups):
+        """Record one dispatch of a compiled pipeline of entry point `entry` of `kfile`."""
         rec = self.recording
         if rec is None and len(self.pending) >= BATCH:
             self.flush()
-        pipe = self.kernels.pipeline(kfile, entry, dtype, out_dtype, consts)
         label, slots = self._spec(kfile, entry)
         if rec is None:
             slot = len(self.pending)
@@ -104,7 +115,9 @@ class Dispatcher:
         self.counts[label] = self.counts.get(label, 0) + 1
 
     def flush(self):
-        """Submit every recorded dispatch (one queue submit)."""
+        """Submit every recorded dispatch (one queue submit), a pending fused chain included."""
+        if self.fusion.ops:
+            self.fusion.flush()
         if not self.pending:
             return
         n = len(self.pending)

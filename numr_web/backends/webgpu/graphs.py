@@ -59,6 +59,7 @@ class Recording:
 
     def end(self):
         """The recorded step, ready to launch."""
+        self.d.fusion.flush()              # a pending fused chain of the step belongs to it
         self._exit()
         arena = None
         if self._meta:
@@ -90,6 +91,7 @@ class Graph:
         d = self.d
         rec = d.recording
         if rec is not None:
+            d.fusion.flush()               # what the outer step recorded so far goes first
             rec.keep(self)
             for st, data in self.uploads:
                 rec.upload(st, data)

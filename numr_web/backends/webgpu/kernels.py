@@ -132,11 +132,27 @@ class KernelCache:
                 label, src, entry, {k: int(v) for k, v in consts}), label)
         return p[0]
 
+    def fused(self, dtype, key, entry, text):
+        """The pipeline of a generated fused kernel (fusion.py): the module of shaders/fused.wgsl
+        for `dtype` followed by `text()`, its entry point `entry`; cached by the chain's
+        structural key (codegen_fused.py), so a training step compiles each chain once."""
+        p = self._pipes.get(("fused.wgsl", key))
+        if p is None:
+            skey = ("fused.wgsl", dtype.name, None)
+            src = self._sources.get(skey)
+            if src is None:
+                src = self._sources[skey] = module_source(
+                    "fused.wgsl", dtype, None, getattr(self.adapter, "wgsl_enables", None))
+            label = f"fused.{entry}[{dtype.name},{len(key[1])} ops]"
+            p = self._pipes[("fused.wgsl", key)] = (self.adapter.create_pipeline(
+                label, src + "\n" + text(), entry, {}), label)
+        return p[0]
+
     def compile_source(self, label, code, entry, constants=None):
         """Compile arbitrary WGSL (no caching): errors come back typed (KernelError)."""
         return self.adapter.create_pipeline(label, code, entry, constants or {})
 
 
 def kernel_defined(family, name):
-    """Whether shaders/elementwise.wgsl defines the hand-written kernel of a vocabulary row."""
-    return f"fn {family}_{name}(" in load("elementwise.wgsl")
+    """Whether shaders/elementwise_ops.wgsl defines the hand-written kernel of a vocabulary row."""
+    return f"fn {family}_{name}(" in load("elementwise_ops.wgsl")
