@@ -5,16 +5,18 @@ before any work reaches a device (a bad argument never loses a GPU device).
     ├── ShapeError(ValueError)     shapes, dims, indices, sizes, argument values
     │   └── IndexOutOfRangeError(IndexError)  a dim or an index beyond the tensor's bounds
     ├── UnknownActivationError(ValueError)  an activation name not in the table
-    ├── StateDictError             load_state_dict: missing/unexpected keys, shape mismatches
+    ├── StateDictError(RuntimeError)  load_state_dict: missing/unexpected keys, shape mismatches
     ├── DTypeError(TypeError)      dtypes and argument types
-    ├── DeviceError                devices
+    ├── DeviceError(RuntimeError)  devices
     │   └── BackendUnavailableError
-    ├── BackendLimitError          hardware limits
-    ├── GradientError              autograd misuse
-    ├── KernelError                a GPU kernel failed
-    └── DistributedError           a collective failed (a rank died, timed out, mismatched)
+    ├── BackendLimitError(RuntimeError)  hardware limits
+    ├── GradientError(RuntimeError)  autograd misuse
+    ├── KernelError(RuntimeError)  a GPU kernel failed
+    └── DistributedError(RuntimeError)  a collective failed (a rank died, timed out, mismatched)
 
-Each class below shows one message it carries.
+The second base is the built-in class torch raises in the same situation, so code written for
+torch (`except RuntimeError`, `except ValueError`) catches these too. Each class below shows one
+message it carries.
 """
 
 
@@ -49,7 +51,7 @@ class UnknownActivationError(NumrError, ValueError):
     """
 
 
-class StateDictError(NumrError):
+class StateDictError(NumrError, RuntimeError):
     """load_state_dict found missing or unexpected keys, or shapes that differ; nothing was
     loaded. .missing_keys, .unexpected_keys and .mismatched ([(key, model_shape, given_shape)]).
 
@@ -80,7 +82,7 @@ class DTypeError(NumrError, TypeError):
     """
 
 
-class DeviceError(NumrError):
+class DeviceError(NumrError, RuntimeError):
     """An unknown device, or tensors on different devices combined.
 
     >>> nr.ones(2) + nr.ones(2, device="webgpu")
@@ -98,7 +100,7 @@ class BackendUnavailableError(DeviceError):
     """
 
 
-class BackendLimitError(NumrError):
+class BackendLimitError(NumrError, RuntimeError):
     """The request exceeds a hard limit of the device (memory, WebGPU's binding size, ...).
 
     >>> nr.zeros(2 ** 41)
@@ -107,7 +109,7 @@ class BackendLimitError(NumrError):
     """
 
 
-class GradientError(NumrError):
+class GradientError(NumrError, RuntimeError):
     """Misuse of autograd.
 
     >>> (nr.ones(3, requires_grad=True) * 2).backward()
@@ -116,14 +118,14 @@ class GradientError(NumrError):
     """
 
 
-class KernelError(NumrError):
+class KernelError(NumrError, RuntimeError):
     """A GPU kernel failed to compile or validate, or the device was lost. Names the kernel.
 
     KernelError: elementwise.unary[float32,OP=2]: <the WGSL compiler's message>
     """
 
 
-class DistributedError(NumrError):
+class DistributedError(NumrError, RuntimeError):
     """A collective failed: a rank died, hangs or never joined (timeout), the world size does not
     match the launch, or the ranks called different collectives. Says which rank saw what.
 

@@ -68,6 +68,21 @@ def test_errors_are_typed_subclasses():
         assert issubclass(e, nr.NumrError)
 
 
+def test_torch_style_except_clauses_catch_the_typed_errors():
+    """torch raises RuntimeError for autograd misuse and state_dict mismatches: so do these."""
+    import torch
+    for make_nr, make_torch in (
+            (lambda: nr.ones(3, requires_grad=True).sum().backward() or
+             nr.ones(3, requires_grad=True).exp().sum().backward(nr.ones(3)),
+             lambda: torch.ones(3, requires_grad=True).exp().sum().backward(torch.ones(3))),
+            (lambda: nr.nn.Linear(2, 3).load_state_dict({"weight": nr.zeros((3, 2))}),
+             lambda: torch.nn.Linear(2, 3).load_state_dict({"weight": torch.zeros((3, 2))}))):
+        with pytest.raises(RuntimeError):
+            make_torch()
+        with pytest.raises(RuntimeError):
+            make_nr()
+
+
 def test_devices_cannot_be_mixed():
     other = next(d for d in nr.available_devices() if d != "cpu")   # webgpu (lavapipe) in CI
     with pytest.raises(nr.DeviceError, match="different devices"):
