@@ -39,6 +39,9 @@ from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cum
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
+from .ops.torch_functions import (broadcast_shapes, broadcast_tensors, broadcast_to, cosine_similarity,
+                                  cross, fmax, fmin, from_numpy, hypot, index_add, kron, logaddexp,
+                                  meshgrid, randperm, scatter_add, take_along_dim, tensordot)
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation

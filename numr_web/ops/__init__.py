@@ -18,6 +18,8 @@ public function and the Tensor methods it provides:
     inplace.py        x.add_(y), x += y, x[i] = v: a write re-points the tensor object (versions
                       checked by autograd)
     torch_aliases.py  torch's other names: t(), mH, clamp_min, is_tensor, numel
+    torch_functions.py  broadcasting helpers, take_along_dim, scatter_add, tensordot, kron, cross,
+                      logaddexp, hypot, fmax, randperm, and method forms (x.add(y, alpha=), ...)
 
 This package file imports nothing, so backends can read registry.py and activations.py (leaves)
 without importing the tensor layer; numr_web/__init__.py imports the families.

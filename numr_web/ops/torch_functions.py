@@ -1,0 +1,279 @@
+"""More of torch's functions, each a composition of the vocabulary's ops (gradients follow):
+broadcasting helpers, take_along_dim, scatter_add / index_add (the gather row's adjoint),
+meshgrid, cross, tensordot, kron, cosine_similarity, logaddexp, hypot, fmax / fmin, randperm,
+and the method forms torch code calls (x.add(y, alpha=), x.where(c, y), x.unflatten, ...).
+"""
+from __future__ import annotations
+
+import math
+import random
+
+from .. import dtypes as dt
+from .. import shapes as sh
+from ..autograd import apply
+from ..creation import tensor
+from ..errors import DTypeError, ShapeError
+from ..generator import resolve_seed
+from ..tensor import Tensor
+from .common import attach_methods, check_same_device
+from .elementwise import maximum, minimum, where
+from .indexing import _check_range, _index_tensor
+from .linalg import matmul
+from .registry import OPS
+from .shape_ops import expand, reshape
+
+
+def _tensor(x, name):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}; make one with "
+                         "nr.tensor(...)")
+    return x
+
+
+# -- broadcasting ---------------------------------------------------------------------------------------
+def broadcast_shapes(*shapes):
+    return sh.broadcast_shapes(*(tuple(s) if isinstance(s, (tuple, list)) else (s,)
+                                 for s in shapes))
+
+
+def broadcast_tensors(*tensors):
+    shape = sh.broadcast_shapes(*(_tensor(t, "broadcast_tensors").shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def broadcast_to(x, shape):
+    return expand(_tensor(x, "broadcast_to"), tuple(shape))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors (torch.meshgrid; indexing "ij" or "xy")."""
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    if indexing not in ("ij", "xy"):
+        raise ShapeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in ts:
+        if _tensor(t, "meshgrid").ndim > 1:
+            raise ShapeError(f"meshgrid takes 0-D or 1-D tensors, got shape {t.shape}")
+    ts = [t.reshape(-1) for t in ts]
+    swap = indexing == "xy" and len(ts) >= 2
+    order = [1, 0] + list(range(2, len(ts))) if swap else list(range(len(ts)))
+    shape = tuple(ts[i].shape[0] for i in order)
+    out = []
+    for k, t in enumerate(ts):
+        pos = order.index(k)
+        view = [1] * len(ts)
+        view[pos] = t.shape[0]
+        out.append(expand(t.reshape(view), shape))
+    return tuple(out)
+
+
+# -- indexing adjoints ----------------------------------------------------------------------------------
+def take_along_dim(x, indices, dim=None):
+    """x's values at `indices` along dim, indices broadcast against x (torch.take_along_dim)."""
+    x = _tensor(x, "take_along_dim")
+    idx = _index_tensor(indices, x, "take_along_dim")
+    if dim is None:
+        x, idx, d = x.reshape(-1), idx.reshape(-1), 0
+    else:
+        d = sh.normalize_axis(dim, x.ndim)
+        if idx.ndim != x.ndim:
+            raise ShapeError(f"take_along_dim: indices must have x's {x.ndim} dims, got {idx.shape}")
+        xs, is_ = list(x.shape), list(idx.shape)
+        xs[d] = is_[d] = 1
+        b = sh.broadcast_shapes(tuple(xs), tuple(is_))
+        x = expand(x, b[:d] + (x.shape[d],) + b[d + 1:])
+        idx = expand(idx, b[:d] + (idx.shape[d],) + b[d + 1:])
+    _check_range(idx, x.shape[d], "take_along_dim", negative_ok=True)
+    idx = where(idx < 0, idx + x.shape[d], idx)
+    return apply(OPS["gather"], x, idx.contiguous(), axis=d)
+
+
+def scatter_add(x, dim, index, src):
+    """out = x, plus src[i][j] added at out[index[i][j]][j] (dim 0; torch.scatter_add). The
+    sums run in a fixed order (deterministic); the gradient of src is gather's."""
+    x = _tensor(x, "scatter_add")
+    d = sh.normalize_axis(dim, x.ndim)
+    index = _index_tensor(index, x, "scatter_add")
+    src = _tensor(src, "scatter_add")
+    check_same_device(x, index, src)
+    if index.ndim != x.ndim or src.ndim != x.ndim:
+        raise ShapeError(f"scatter_add: index and src must have x's {x.ndim} dims, got "
+                         f"{index.shape} and {src.shape}")
+    for k, (i, s, o) in enumerate(zip(index.shape, src.shape, x.shape)):
+        if i > s or (k != d and i > o):
+            raise ShapeError(f"scatter_add: index {index.shape} must fit src {src.shape} in every "
+                             f"dim and x {x.shape} in every dim but {d}")
+    _check_range(index, x.shape[d], "scatter_add")
+    src = src[tuple(slice(0, n) for n in index.shape)].astype(x.dtype)
+    added = apply(OPS["scatter_add"], index.contiguous(), src.contiguous(), shape=x.shape, axis=d)
+    return x + added
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """x with alpha * source's slices added at the 1-D `index` along dim (torch.index_add)."""
+    x = _tensor(x, "index_add")
+    d = sh.normalize_axis(dim, x.ndim)
+    index = _index_tensor(index, x, "index_add")
+    if index.ndim != 1:
+        raise ShapeError(f"index_add: index must be 1-D, got shape {index.shape}")
+    want = x.shape[:d] + (index.shape[0],) + x.shape[d + 1:]
+    if _tensor(source, "index_add").shape != want:
+        raise ShapeError(f"index_add: source must have shape {want}, got {source.shape}")
+    view = (1,) * d + (index.shape[0],) + (1,) * (x.ndim - d - 1)
+    src = source if alpha == 1 else source * alpha
+    return scatter_add(x, d, expand(index.reshape(view), want), src)
+
+
+# -- linear algebra and geometry ------------------------------------------------------------------------
+def tensordot(a, b, dims=2):
+    """Sum over the last `dims` dims of a and the first of b (or the listed pairs of dims)."""
+    a, b = _tensor(a, "tensordot"), _tensor(b, "tensordot")
+    if isinstance(dims, int):
+        if dims < 0 or dims > min(a.ndim, b.ndim):
+            raise ShapeError(f"tensordot: dims={dims} is out of range for shapes {a.shape} "
+                             f"and {b.shape}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([sh.normalize_axis(v, t.ndim) for v in ([d] if isinstance(d, int) else d)]
+                  for d, t in zip(dims, (a, b)))
+    if [a.shape[i] for i in da] != [b.shape[i] for i in db]:
+        raise ShapeError(f"tensordot: contracted sizes differ: {[a.shape[i] for i in da]} and "
+                         f"{[b.shape[i] for i in db]}")
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [i for i in range(b.ndim) if i not in db]
+    k = sh.prod(a.shape[i] for i in da)
+    a2 = a.permute(fa + da).reshape(sh.prod(a.shape[i] for i in fa), k)
+    b2 = b.permute(db + fb).reshape(k, sh.prod(b.shape[i] for i in fb))
+    return matmul(a2, b2).reshape(tuple(a.shape[i] for i in fa) + tuple(b.shape[i] for i in fb))
+
+
+def kron(a, b):
+    """The Kronecker product (torch.kron)."""
+    a, b = _tensor(a, "kron"), _tensor(b, "kron")
+    n = max(a.ndim, b.ndim)
+    a = a.reshape((1,) * (n - a.ndim) + a.shape)
+    b = b.reshape((1,) * (n - b.ndim) + b.shape)
+    inter_a = [v for s in a.shape for v in (s, 1)]
+    inter_b = [v for s in b.shape for v in (1, s)]
+    out = reshape(a, inter_a) * reshape(b, inter_b)
+    return out.reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def cross(a, b, dim=None):
+    """The cross product of 3-vectors along dim (the first dim of size 3 when None)."""
+    a, b = _tensor(a, "cross"), _tensor(b, "cross")
+    shape = sh.broadcast_shapes(a.shape, b.shape)
+    a, b = expand(a, shape), expand(b, shape)
+    if dim is None:
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dim of size 3 in shape {shape}")
+    d = sh.normalize_axis(dim, len(shape))
+    if shape[d] != 3:
+        raise ShapeError(f"cross: dim {dim} has size {shape[d]}, expected 3")
+    ax, ay, az = (a.narrow(d, i, 1) for i in range(3))
+    bx, by, bz = (b.narrow(d, i, 1) for i in range(3))
+    from .shape_ops import concat
+    return concat([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], d)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """x1 . x2 / max(|x1| |x2|, eps) along dim (torch's)."""
+    x1, x2 = _tensor(x1, "cosine_similarity"), _tensor(x2, "cosine_similarity")
+    dot = (x1 * x2).sum(dim)
+    n = ((x1 * x1).sum(dim) * (x2 * x2).sum(dim)).clamp(min=eps * eps).sqrt()
+    return dot / n
+
+
+def logaddexp(a, b):
+    """log(exp(a) + exp(b)) without overflow (torch.logaddexp)."""
+    a = _tensor(a, "logaddexp") if not isinstance(b, Tensor) else a
+    hi, lo = maximum(a, b), minimum(a, b)
+    finite = where(abs(hi) == math.inf, 0.0, hi)
+    both_inf = (hi == lo) & (abs(hi) == math.inf)               # -inf,-inf or inf,inf: itself
+    return where(both_inf, hi, finite + (lo - finite).exp().log1p() + (hi - finite))
+
+
+def hypot(a, b):
+    """sqrt(a^2 + b^2) without overflow or underflow in the squares (torch.hypot)."""
+    a = _tensor(a, "hypot") if not isinstance(b, Tensor) else a
+    big, small = maximum(abs(a), abs(b)), minimum(abs(a), abs(b))
+    safe = where(big == 0, 1.0, big)
+    r = small / safe
+    out = big * (r * r + 1).sqrt()
+    return where((big == math.inf) | (small == math.inf), math.inf, out)
+
+
+def fmax(a, b):
+    """maximum that ignores a NaN operand (NaN only where both are NaN), as torch.fmax."""
+    return where(b != b, a, where(a != a, b, maximum(a, b)))
+
+
+def fmin(a, b):
+    return where(b != b, a, where(a != a, b, minimum(a, b)))
+
+
+def randperm(n, *, generator=None, dtype="int32", device=None):
+    """A random permutation of 0..n-1 (drawn on the host from the generator's seed)."""
+    n = sh.as_int(n, "randperm n")
+    if n < 0:
+        raise ShapeError(f"randperm: n must be non-negative, got {n}")
+    rng = random.Random(resolve_seed(None, generator))
+    perm = list(range(n))
+    rng.shuffle(perm)
+    return tensor(perm, dtype=dtype, device=device)
+
+
+def from_numpy(a):
+    return tensor(a)
+
+
+# -- method forms -----------------------------------------------------------------------------------------
+def _add(x, other, *, alpha=1):
+    return x + (other if alpha == 1 else other * alpha)
+
+
+def _sub(x, other, *, alpha=1):
+    return x - (other if alpha == 1 else other * alpha)
+
+
+def _div(x, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return x / other
+    if rounding_mode == "floor":
+        return x // other
+    if rounding_mode == "trunc":
+        q = x / other
+        return q.trunc() if (x.dtype.is_floating or dt.result_type(x, other).is_floating) \
+            else q.trunc().astype(dt.result_type(x, other))
+    raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+
+
+def _unflatten(x, dim, sizes):
+    d = sh.normalize_axis(dim, x.ndim)
+    sizes = tuple(sizes)
+    known = sh.prod(s for s in sizes if s != -1)
+    if sizes.count(-1) > 1 or (sizes.count(-1) == 0 and known != x.shape[d]) or \
+            (sizes.count(-1) == 1 and (known == 0 or x.shape[d] % known)):
+        raise ShapeError(f"unflatten: sizes {sizes} do not multiply to dim {d}'s size "
+                         f"{x.shape[d]}")
+    sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
+    return x.reshape(x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def addcmul(x, t1, t2, *, value=1):
+    return x + (t1 * t2 if value == 1 else t1 * t2 * value)
+
+
+def addcdiv(x, t1, t2, *, value=1):
+    return x + (t1 / t2 if value == 1 else t1 / t2 * value)
+
+
+attach_methods(
+    add=_add, sub=_sub, subtract=_sub, mul=lambda x, o: x * o, multiply=lambda x, o: x * o,
+    div=_div, divide=_div, true_divide=lambda x, o: x / o, floor_divide=lambda x, o: x // o,
+    remainder=lambda x, o: x % o, negative=lambda x: -x,
+    where=lambda x, condition, other: where(condition, x, other), unflatten=_unflatten,
+    addcmul=addcmul, addcdiv=addcdiv, take_along_dim=take_along_dim, scatter_add=scatter_add,
+    index_add=index_add, cross=cross, kron=kron, logaddexp=logaddexp, hypot=hypot, fmax=fmax,
+    fmin=fmin, broadcast_to=broadcast_to,
+)
