@@ -277,3 +277,94 @@ attach_methods(
     index_add=index_add, cross=cross, kron=kron, logaddexp=logaddexp, hypot=hypot, fmax=fmax,
     fmin=fmin, broadcast_to=broadcast_to,
 )
+
+
+# -- einsum: operands contracted pairwise through matmul (batch, free and summed letters) -----------------
+def _einsum_parse(equation, operands):
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"einsum: the equation {equation!r} names {len(terms)} operands, "
+                         f"{len(operands)} were given")
+    ell = max((t.ndim - (len(term) - 3) for term, t in zip(terms, operands) if "..." in term),
+              default=0)
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq][:ell]
+    fixed = []
+    for term, t in zip(terms, operands):
+        if "..." in term:
+            n = t.ndim - (len(term) - 3)
+            term = term.replace("...", "".join(spare[ell - n:]))
+        if not term.isalpha() or len(term) != t.ndim:
+            raise ShapeError(f"einsum: term {term!r} does not match an operand of shape {t.shape} "
+                             "(one letter per dim; '...' for the rest)")
+        fixed.append(term)
+    if arrow:
+        out = rhs.replace("...", "".join(spare))
+        if not (out == "" or out.isalpha()) or len(set(out)) != len(out) or \
+                any(c not in "".join(fixed) for c in out):
+            raise ShapeError(f"einsum: bad output {rhs!r} in {equation!r}")
+    else:                                  # implicit output: letters seen once, sorted
+        joined = "".join(fixed)
+        out = "".join(spare) + "".join(sorted(c for c in set(joined) if joined.count(c) == 1
+                                             and c not in spare))
+    return fixed, out
+
+
+def _einsum_one(t, term, keep):
+    """Diagonals of repeated letters, then sums over letters not in `keep`."""
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        i, j = term.index(c), term.index(c, term.index(c) + 1)
+        t = t.diagonal(0, i, j)                  # the pair becomes the last dim
+        term = "".join(x for k, x in enumerate(term) if k not in (i, j)) + c
+    drop = tuple(k for k, c in enumerate(term) if c not in keep)
+    if drop:
+        t = t.sum(drop)
+        term = "".join(c for c in term if c in keep)
+    return t, term
+
+
+def _einsum_pair(a, ta, b, tb, keep):
+    sizes = {}
+    for t, term in ((a, ta), (b, tb)):
+        for c, n in zip(term, t.shape):
+            if sizes.get(c, 1) not in (1, n) and n != 1:
+                raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+            sizes[c] = max(sizes.get(c, 1), n)
+    batch = [c for c in ta if c in tb and c in keep]
+    summed = [c for c in ta if c in tb and c not in keep]
+    fa = [c for c in ta if c not in tb]
+    fb = [c for c in tb if c not in ta]
+
+    def arrange(t, term, order):
+        t = t.permute([term.index(c) for c in order])
+        return expand(t, tuple(sizes[c] for c in order))
+    a2 = arrange(a, ta, batch + fa + summed).reshape(
+        tuple(sizes[c] for c in batch) + (sh.prod(sizes[c] for c in fa),
+                                          sh.prod(sizes[c] for c in summed)))
+    b2 = arrange(b, tb, batch + summed + fb).reshape(
+        tuple(sizes[c] for c in batch) + (sh.prod(sizes[c] for c in summed),
+                                          sh.prod(sizes[c] for c in fb)))
+    out = matmul(a2, b2).reshape(tuple(sizes[c] for c in batch + fa + fb))
+    return out, "".join(batch + fa + fb)
+
+
+def einsum(equation, *operands):
+    """torch.einsum: 'bij,bjk->bik', 'ii->i', 'i,j->ij', '...ij,...jk', implicit outputs. Two
+    operands at a time through one (batched) matmul; repeated letters take diagonals."""
+    ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+        else list(operands)
+    if not isinstance(equation, str) or not ops:
+        raise DTypeError("einsum(equation, *operands): a string and at least one tensor")
+    for t in ops:
+        _tensor(t, "einsum")
+    check_same_device(*ops)
+    terms, out = _einsum_parse(equation, ops)
+    later = [set("".join(terms[k + 1:]) + out) for k in range(len(terms))]
+    t, term = _einsum_one(ops[0], terms[0], later[0])
+    for k in range(1, len(ops)):
+        u, uterm = _einsum_one(ops[k], terms[k], set(term) | later[k])
+        t, term = _einsum_pair(t, term, u, uterm, later[k])
+    t, term = _einsum_one(t, term, set(out))
+    return t.permute([term.index(c) for c in out]) if term != out else t

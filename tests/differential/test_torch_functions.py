@@ -53,6 +53,17 @@ CASES = {
                 [A, B]),
     "unflatten": (lambda a: a.unflatten(1, (2, -1)), lambda a: a.unflatten(1, (2, -1)), [A]),
 }
+EINSUM = {
+    "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)], "ij,jk": [(3, 4), (4, 5)], "ii->i": [(4, 4)],
+    "ii": [(4, 4)], "i,j->ij": [(3,), (4,)], "...ij,...jk->...ik": [(2, 3, 4), (2, 4, 5)],
+    "bhqd,bhkd->bhqk": [(2, 3, 5, 4), (2, 3, 6, 4)], "ij->ji": [(3, 4)], "ij->": [(3, 4)],
+    "i,i->": [(5,), (5,)], "abc,cd,de->abe": [(2, 3, 4), (4, 5), (5, 6)],
+    "iij->j": [(3, 3, 4)], "ijk,ik->j": [(2, 3, 4), (2, 4)], "bij,j->bi": [(2, 3, 4), (4,)],
+}
+for _eq, _shapes in EINSUM.items():
+    CASES["einsum " + _eq] = (lambda *ts, e=_eq: nr.einsum(e, *ts),
+                              lambda *ts, e=_eq: torch.einsum(e, *ts),
+                              [rng.standard_normal(s) for s in _shapes])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -114,6 +125,11 @@ BAD = {
     "unflatten sizes": (lambda d: nr.ones((2, 6), device=d).unflatten(1, (4, -1)), nr.ShapeError),
     "div rounding": (lambda d: nr.ones(2, device=d).div(2, rounding_mode="up"), nr.DTypeError),
     "randperm negative": (lambda d: nr.randperm(-1, device=d), nr.ShapeError),
+    "einsum operands": (lambda d: nr.einsum("ij,jk", nr.ones((2, 2), device=d)), nr.ShapeError),
+    "einsum letters": (lambda d: nr.einsum("ijk", nr.ones((2, 2), device=d)), nr.ShapeError),
+    "einsum sizes": (lambda d: nr.einsum("ij,jk", nr.ones((2, 3), device=d),
+                                         nr.ones((2, 2), device=d)), nr.ShapeError),
+    "einsum output": (lambda d: nr.einsum("ij->k", nr.ones((2, 2), device=d)), nr.ShapeError),
     "take_along_dim list": (lambda d: nr.take_along_dim([1, 2], nr.tensor([0], device=d)),
                             nr.DTypeError),
 }
