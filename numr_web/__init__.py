@@ -41,7 +41,8 @@ from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cum
 from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
 from .ops.torch_functions import (broadcast_shapes, broadcast_tensors, broadcast_to, cosine_similarity,
                                   cross, einsum, fmax, fmin, from_numpy, hypot, index_add, kron, logaddexp,
-                                  meshgrid, randperm, scatter_add, take_along_dim, tensordot)
+                                  masked_select, meshgrid, nonzero, randperm, scatter_add,
+                                  take_along_dim, tensordot, unique, bincount)
 from .ops.reductions import (all_ as all, any_ as any, argmax, argmin, log_softmax,  # noqa: A004
                              logsumexp, max, mean, min, prod, softmax, std, sum, var)
 from .ops.linalg import matmul, matmul_bias_activation

@@ -5,6 +5,7 @@ and the method forms torch code calls (x.add(y, alpha=), x.where(c, y), x.unflat
 """
 from __future__ import annotations
 
+import builtins
 import math
 import random
 
@@ -368,3 +369,80 @@ def einsum(equation, *operands):
         t, term = _einsum_pair(t, term, u, uterm, later[k])
     t, term = _einsum_one(t, term, set(out))
     return t.permute([term.index(c) for c in out]) if term != out else t
+
+
+# -- data-dependent shapes: one readback each (as torch synchronises), then the result on the device ----
+def nonzero(x, *, as_tuple=False):
+    """Indices of the nonzero elements, row-major: (n, ndim) int32, or a tuple of 1-D tensors."""
+    x = _tensor(x, "nonzero")
+    flat = (x != 0).reshape(-1).tolist()                    # the readback
+    hits = [k for k, v in enumerate(flat) if v]
+    coords = []
+    for k in hits:
+        c = []
+        for n in reversed(x.shape):
+            c.append(k % n)
+            k //= n
+        coords.append(c[::-1])
+    if as_tuple:
+        return tuple(tensor([c[d] for c in coords], dtype="int32", device=x.device)
+                     for d in range(max(x.ndim, 1)))
+    return tensor(coords, dtype="int32", device=x.device).reshape(len(coords), x.ndim)
+
+
+def masked_select(x, mask):
+    """x's elements where mask (broadcast together) is True, as a 1-D tensor (differentiable)."""
+    x = _tensor(x, "masked_select")
+    mask = _index_tensor(mask, x, "masked_select") if not isinstance(mask, Tensor) else mask
+    if mask.dtype is not dt.bool_:
+        raise DTypeError(f"masked_select needs a bool mask, got {mask.dtype.name}")
+    shape = sh.broadcast_shapes(x.shape, mask.shape)
+    return expand(x, shape).reshape(-1)[expand(mask, shape).reshape(-1)]
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct values, ascending (torch.unique of the flattened tensor; each NaN is distinct
+    and comes last, as torch's sorted unique gives them)."""
+    x = _tensor(x, "unique")
+    if dim is not None:
+        raise ShapeError("unique(dim=...) is not supported; unique over the flattened tensor is")
+    vals = x.reshape(-1).tolist()                          # the readback
+    finite = builtins.sorted(set(v for v in vals if v == v))
+    n_nan = builtins.sum(1 for v in vals if v != v)
+    distinct = finite + [float("nan")] * n_nan
+    out = [tensor(distinct, dtype=x.dtype, device=x.device)]
+    if return_inverse:
+        place, k, inv = {v: i for i, v in enumerate(finite)}, 0, []
+        for v in vals:
+            if v == v:
+                inv.append(place[v])
+            else:
+                inv.append(len(finite) + k)
+                k += 1
+        out.append(tensor(inv, dtype="int32", device=x.device).reshape(x.shape))
+    if return_counts:
+        counts = {}
+        for v in vals:
+            if v == v:
+                counts[v] = counts.get(v, 0) + 1
+        out.append(tensor([counts[v] for v in finite] + [1] * n_nan, dtype="int32",
+                          device=x.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(x, weights=None, minlength=0):
+    """Counts of each value of a 1-D non-negative int tensor (weighted sums with weights)."""
+    x = _tensor(x, "bincount")
+    if x.ndim != 1 or x.dtype.is_floating or x.dtype is dt.bool_:
+        raise DTypeError(f"bincount needs a 1-D int32 tensor, got {x.dtype.name} of shape {x.shape}")
+    vals = x.tolist()                                     # the readback
+    if any(v < 0 for v in vals):
+        raise ShapeError("bincount: the values must be non-negative")
+    n = max([minlength] + [v + 1 for v in vals])
+    if weights is not None and _tensor(weights, "bincount").shape != x.shape:
+        raise ShapeError(f"bincount: weights must have x's shape {x.shape}, got {weights.shape}")
+    src = weights if weights is not None else (x * 0 + 1)
+    dtype = src.dtype if weights is not None else dt.int32
+    if weights is not None and not dtype.is_floating:
+        dtype = dt.default_float
+    return scatter_add(tensor([0] * n, dtype=dtype, device=x.device), 0, x, src.astype(dtype))

@@ -140,3 +140,30 @@ def test_bad_arguments_raise_typed_errors(device, case):
     make, err = BAD[case]
     with pytest.raises(err):
         make(device)
+
+
+def test_data_dependent_shapes_as_torch(device):
+    nan = math.nan
+    a = [[0.0, 1.5, 0.0], [2.0, 0.0, nan]]
+    x, t = nr.tensor(a, device=device), torch.tensor(a)
+    assert nr.nonzero(x).tolist() == torch.nonzero(t).tolist()
+    assert nr.nonzero(x).dtype is nr.int32
+    assert [u.tolist() for u in nr.nonzero(x, as_tuple=True)] == \
+        [u.tolist() for u in torch.nonzero(t, as_tuple=True)]
+    assert nr.nonzero(nr.zeros((2, 3), device=device)).shape == (0, 2)
+    xm = nr.tensor(a, device=device, requires_grad=True)
+    nr.masked_select(xm, xm > 0).sum().backward()
+    assert xm.grad.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    v = [3, 1, 2, 3, 1, 1]
+    got = nr.unique(nr.tensor(v, device=device), return_inverse=True, return_counts=True)
+    want = torch.unique(torch.tensor(v), return_inverse=True, return_counts=True)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert nr.bincount(nr.tensor(v, device=device), minlength=6).tolist() == \
+        torch.bincount(torch.tensor(v), minlength=6).tolist()
+    w = [0.5, 1.0, 2.0, 0.25, 4.0, 8.0]
+    assert nr.bincount(nr.tensor(v, device=device), nr.tensor(w, device=device)).tolist() == \
+        torch.bincount(torch.tensor(v), torch.tensor(w)).tolist()
+    with pytest.raises(nr.ShapeError):
+        nr.bincount(nr.tensor([1, -1], device=device))
+    with pytest.raises(nr.DTypeError):
+        nr.bincount(nr.tensor([1.0], device=device))
