@@ -4,8 +4,6 @@ Keyword names are torch's (dim=, keepdim=) and numpy's (axis=, keepdims=) alike.
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
@@ -115,7 +113,7 @@ def logsumexp(x, dim, keepdim=False):
         x = x.astype(dt.default_float)
     if any(x.shape[a] == 0 for a in sh.normalize_axes(dim, x.ndim)):
         return x.exp().sum(dim, keepdim=keepdim).log()      # an empty sum: log(0) = -inf
-    m = reduce_op("max", x.detach(), sh.normalize_axes(dim, x.ndim), True)
+    m = x.detach().max(dim, keepdim=True)
     m = where(m.abs() < float("inf"), m, 0.0)             # all -inf (or inf) rows stay so
     out = ((x - m).exp().sum(dim, keepdim=True)).log() + m
     return out if keepdim else out.squeeze(dim)
@@ -156,42 +154,19 @@ def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
     return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
 
 
-MaxResult = namedtuple("max", ("values", "indices"))
-MinResult = namedtuple("min", ("values", "indices"))
-
-
 def _maxmin(op, x, dim, keepdim, axis, keepdims):
     if isinstance(dim, Tensor):                  # torch's x.max(other): elementwise
         return getattr(x, "maximum" if op == "max" else "minimum")(dim)
-    if dim is not None and axis is None and not isinstance(dim, (tuple, list)):
-        return _maxmin_dim(op, x, dim, keepdim or keepdims)
     axis, keep = axis_args(dim, axis, keepdim, keepdims)
     return reduce_op(op, x, axis, keep)
 
 
-def _maxmin_dim(op, x, dim, keep):
-    """torch's x.max(dim): (values, indices) of the first extreme (NaN counts as the extreme);
-    the values are gathered, so the gradient goes to that one element, as in torch."""
-    result = MaxResult if op == "max" else MinResult
-    d, _ = axis_args(dim, None, keep, False)
-    if x.ndim == 0:
-        sh.normalize_axis(d, 1)
-        return result(x.clone(), Tensor._wrap(x._backend.full((), 0, dt.int32), dt.int32,
-                                              x.device, x._backend))
-    d = sh.normalize_axis(d, x.ndim)
-    idx = _arg("argmax" if op == "max" else "argmin", x, d, True, None, False)
-    values = apply(OPS["gather"], x, idx, axis=d)
-    return result(values, idx) if keep else result(values.squeeze(d), idx.squeeze(d))
-
-
 def max(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
-    """x.max(): the largest value; x.max(dim): (values, indices) as torch; x.max(other): the
-    elementwise maximum; x.max(axis=...) (numpy's keyword, one dim or several): values only."""
+    """Values only (use argmax for the indices): see README's table of differences from torch."""
     return _maxmin("max", x, dim, keepdim, axis, keepdims)
 
 
 def min(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
-    """As max."""
     return _maxmin("min", x, dim, keepdim, axis, keepdims)
 
 

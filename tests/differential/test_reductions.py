@@ -45,8 +45,7 @@ def _nr(op, x, dim, keep):
         return nr.softmax(x, dim if dim is not None else -1)
     if op == "logsumexp":
         return nr.logsumexp(x, dim, keepdim=keep)
-    r = getattr(x, op)(dim=dim, keepdim=keep)
-    return r.values if op in ("max", "min") and isinstance(dim, int) else r
+    return getattr(x, op)(dim=dim, keepdim=keep)
 
 
 def test_reductions_against_torch(device):
@@ -95,26 +94,5 @@ def test_reductions_of_views(device, kind):
         for op in ("sum", "max", "argmin"):
             got = getattr(v(x), op)() if dim is None else getattr(v(x), op)(dim)
             want = getattr(v(t), op)() if dim is None else getattr(v(t), op)(dim)
-            if op == "max" and dim is not None:
-                assert got.indices.tolist() == want.indices.tolist()
-                got, want = got.values, want.values
+            want = want.values if op == "max" and dim is not None else want
             np.testing.assert_array_equal(got.numpy(), want.numpy())
-
-
-@pytest.mark.parametrize("op", ["max", "min"])
-def test_max_min_over_a_dim_as_torch(device, op):
-    nan = float("nan")
-    a = [[1.0, 3.0, 3.0, -2.0], [nan, 0.0, 5.0, nan], [-1.0, -1.0, -4.0, 7.0]]
-    x = nr.tensor(a, device=device, requires_grad=True)
-    t = torch.tensor(a, requires_grad=True)
-    for dim, keep in ((1, False), (0, True), (-1, True)):
-        got, want = getattr(x, op)(dim, keep), getattr(t, op)(dim, keep)
-        np.testing.assert_array_equal(got.values.detach().numpy(), want.values.detach().numpy())
-        assert got.indices.tolist() == want.indices.tolist()
-        values, indices = getattr(nr, op)(x, dim=dim, keepdim=keep)      # unpacks as torch's
-        assert indices.dtype is nr.int32 and values.shape == tuple(want.values.shape)
-    getattr(x, op)(1).values.sum().backward()
-    getattr(t, op)(1).values.sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())   # to the chosen element only
-    s = nr.tensor(2.5, device=device)
-    assert getattr(s, op)(0).values.item() == 2.5 and getattr(s, op)(0).indices.item() == 0
