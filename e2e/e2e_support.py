@@ -147,7 +147,7 @@ def _test_name(request):
     return request.node.name.replace("[", "-").replace("]", "").replace("/", "_")
 
 
-def check_parity(app, min_rows=60):
+def check_parity(app, min_rows=150):
     app.page.wait_for_function("() => window.parityResult !== null", timeout=LONG_MS, polling=500)
     res = app.page.evaluate("() => window.parityResult")
     rows = res.get("rows", [])
@@ -159,10 +159,11 @@ def check_parity(app, min_rows=60):
     app.screenshot("parity")
     assert res.get("error") is None, res.get("error")
     assert len(rows) >= min_rows
-    if min_rows >= 60:
+    if min_rows >= 150:
         groups = {r["group"] for r in rows}
         assert {"unary", "binary", "compare", "reduce", "shape", "matmul", "activation", "softmax",
-                "loss", "fused", "fused2"} <= groups
+                "loss", "fused", "fused2", "math", "composite", "sort", "inplace", "nn",
+                "fusion"} <= groups
         fused = {r["name"] for r in rows if r["group"] == "fused"}
         fused2 = {r["name"] for r in rows if r["group"] == "fused2"}
         for act in ("none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "leaky_relu",

@@ -119,6 +119,124 @@ case("matmul_bias_activation gelu 3-D", ("a", "n", (2, 8, 24)), ("b", "n", (24, 
     lambda nr, a, b, bias: nr.matmul_bias_activation(a, b, bias, activation="gelu"))
 
 
+# -- torch functions: rounding, math, comparisons (math_ops.py) -------------------------------------------
+for _n, _f, _k in [("floor", lambda nr, x: nr.floor(x * 3.0), "w"), ("ceil", lambda nr, x: nr.ceil(x * 3.0), "w"),
+                   ("round", lambda nr, x: nr.round(x * 3.0), "w"),
+                   ("round decimals=1", lambda nr, x: nr.round(x, decimals=1), "w"),
+                   ("trunc", lambda nr, x: nr.trunc(x * 3.0), "w"), ("frac", lambda nr, x: nr.frac(x), "w"),
+                   ("reciprocal", lambda nr, x: nr.reciprocal(x), "p"), ("exp2", lambda nr, x: nr.exp2(x), "n"),
+                   ("log2", lambda nr, x: nr.log2(x), "p"), ("log10", lambda nr, x: nr.log10(x), "p"),
+                   ("log1p", lambda nr, x: nr.log1p(x), "p"), ("expm1", lambda nr, x: nr.expm1(x), "u"),
+                   ("tan", lambda nr, x: nr.tan(x), "u"), ("sinh", lambda nr, x: nr.sinh(x), "n"),
+                   ("cosh", lambda nr, x: nr.cosh(x), "n"), ("asin", lambda nr, x: nr.asin(x * 0.9), "u"),
+                   ("acos", lambda nr, x: nr.acos(x * 0.9), "u"), ("atan", lambda nr, x: nr.atan(x), "w"),
+                   ("square", lambda nr, x: nr.square(x), "n"), ("rsqrt", lambda nr, x: nr.rsqrt(x), "p"),
+                   ("sign", lambda nr, x: nr.sign(x), "n"),
+                   ("clamp", lambda nr, x: nr.clamp(x, -0.5, 0.7), "n")]:
+    case(_n, ("x", _k, (6, 7)), group="math")(_f)
+case("fmod", ("a", "w", (5, 4)), ("b", "p", (5, 4)), group="math")(lambda nr, a, b: nr.fmod(a, b))
+case("remainder", ("a", "w", (5, 4)), ("b", "p", (5, 4)), group="math")(lambda nr, a, b: nr.remainder(a, b))
+case("atan2", ("a", "n", (5, 4)), ("b", "n", (5, 4)), group="math")(lambda nr, a, b: nr.atan2(a, b))
+case("hypot", ("a", "w", (5, 4)), ("b", "n", (4,)), group="math")(lambda nr, a, b: nr.hypot(a, b))
+case("logaddexp", ("a", "w", (5, 4)), ("b", "w", (5, 4)), group="math")(lambda nr, a, b: nr.logaddexp(a, b))
+case("lerp", ("a", "n", (5, 4)), ("b", "n", (5, 4)), ("t", "u", (4,)), group="math")(
+    lambda nr, a, b, t: nr.lerp(a, b, t))
+case("isclose", ("a", "n", (5, 4)), ("b", "n", (5, 4)), grad=False, group="math")(
+    lambda nr, a, b: nr.isclose(a, a + b * 1e-3, rtol=1e-3, atol=1e-3))
+case("where(isfinite(log))", ("x", "n", (5, 4)), group="math")(
+    lambda nr, x: nr.where(nr.isfinite(x.log()), x, 0.0))
+
+# -- composites (composites.py) ---------------------------------------------------------------------------
+case("movedim", ("x", "n", (2, 3, 4)), group="composite")(lambda nr, x: nr.movedim(x, 0, -1) * 1.5)
+case("roll", ("x", "n", (4, 5)), group="composite")(lambda nr, x: nr.roll(x, (1, -2), (0, 1)) * 1.5)
+case("tile", ("x", "n", (2, 3)), group="composite")(lambda nr, x: nr.tile(x, (2, 3)) * 1.5)
+case("mm", ("a", "n", (5, 7)), ("b", "n", (7, 3)), group="composite")(lambda nr, a, b: nr.mm(a, b))
+case("addmm", ("c", "n", (3,)), ("a", "n", (5, 7)), ("b", "n", (7, 3)), group="composite")(
+    lambda nr, c, a, b: nr.addmm(c, a, b, beta=0.5, alpha=2.0))
+case("outer + dot", ("a", "n", (5,)), ("b", "n", (5,)), group="composite")(
+    lambda nr, a, b: nr.outer(a, b) * nr.dot(a, b))
+case("diag + trace", ("x", "n", (5, 5)), group="composite")(lambda nr, x: nr.diag(x) * nr.trace(x))
+case("diag (embed)", ("x", "n", (4,)), group="composite")(lambda nr, x: nr.diag(x, 1) * 2.0)
+case("norm", ("x", "n", (6, 5)), group="composite")(lambda nr, x: nr.norm(x))
+case("norm p=1 dim=1", ("x", "n", (6, 5)), group="composite")(lambda nr, x: nr.norm(x, p=1, dim=1))
+case("cumsum", ("x", "n", (4, 9)), group="composite")(lambda nr, x: nr.cumsum(x, 1))
+case("cumprod", ("x", "p", (4, 9)), group="composite")(lambda nr, x: nr.cumprod(x, 1))
+case("logcumsumexp", ("x", "w", (9, 4)), group="composite")(lambda nr, x: nr.logcumsumexp(x, 0))
+case("diff", ("x", "n", (4, 9)), group="composite")(lambda nr, x: nr.diff(x, dim=1))
+case("einsum", ("a", "n", (2, 3, 4)), ("b", "n", (2, 4, 5)), group="composite")(
+    lambda nr, a, b: nr.einsum("bij,bjk->bik", a, b))
+case("var_mean", ("x", "n", (6, 5)), group="composite")(lambda nr, x: nr.stack(list(nr.var_mean(x, 1))))
+
+# -- sorting (sorting.py: a bitonic network of ops on webgpu, no readback) --------------------------------
+case("sort", ("x", "n", (5, 13)), group="sort")(lambda nr, x: nr.sort(x, dim=1).values)
+case("sort descending dim=0", ("x", "n", (6, 4)), group="sort")(
+    lambda nr, x: nr.sort(x, dim=0, descending=True).values)
+case("argsort", ("x", "n", (5, 13)), grad=False, group="sort")(lambda nr, x: nr.argsort(x, dim=-1))
+case("topk", ("x", "n", (4, 20)), group="sort")(lambda nr, x: nr.topk(x, 5).values)
+case("topk indices smallest", ("x", "n", (4, 20)), grad=False, group="sort")(
+    lambda nr, x: nr.topk(x, 3, largest=False).indices)
+case("median dim", ("x", "n", (5, 7)), group="sort")(lambda nr, x: nr.median(x, dim=1).values)
+case("median", ("x", "n", (6, 5)), group="sort")(lambda nr, x: nr.median(x))
+case("kthvalue", ("x", "n", (5, 7)), group="sort")(lambda nr, x: nr.kthvalue(x, 3, dim=1).values)
+
+
+# -- in place (inplace.py): on a non-leaf copy, gradients flow through the writes --------------------------
+def _inplace(nr, x, b):
+    y = x * 1.0
+    y += b
+    y.mul_(2.0)
+    y.add_(b, alpha=0.5)
+    y[1] = 0.0
+    y[:, 2] = b[0]
+    return y
+
+
+case("in place (+=, mul_, add_, x[i] = v)", ("x", "n", (5, 4)), ("b", "n", (4,)), group="inplace")(_inplace)
+
+# -- losses (losses.py) ------------------------------------------------------------------------------------
+case("mse_loss", ("a", "n", (6, 5)), ("b", "n", (6, 5)), group="loss")(lambda nr, a, b: nr.mse_loss(a, b))
+case("l1_loss", ("a", "n", (6, 5)), ("b", "n", (6, 5)), group="loss")(lambda nr, a, b: nr.l1_loss(a, b))
+case("smooth_l1_loss", ("a", "n", (6, 5)), ("b", "n", (6, 5)), group="loss")(
+    lambda nr, a, b: nr.smooth_l1_loss(a, b, beta=0.5))
+case("huber_loss sum", ("a", "w", (6, 5)), ("b", "n", (6, 5)), group="loss")(
+    lambda nr, a, b: nr.huber_loss(a, b, reduction="sum"))
+case("binary_cross_entropy", ("p", "u", (6, 5)), ("t", "u", (6, 5)), group="loss")(
+    lambda nr, p, t: nr.binary_cross_entropy(nr.sigmoid(p * 3.0), (t + 1.0) * 0.5))
+case("binary_cross_entropy_with_logits", ("x", "w", (6, 5)), ("t", "u", (6, 5)), group="loss")(
+    lambda nr, x, t: nr.binary_cross_entropy_with_logits(x, (t + 1.0) * 0.5, reduction="none"))
+case("kl_div", ("x", "n", (6, 5)), ("t", "n", (6, 5)), group="loss")(
+    lambda nr, x, t: nr.kl_div(nr.log_softmax(x, axis=-1), nr.softmax(t, axis=-1), reduction="batchmean"))
+
+# -- nn modules: deterministic weights (copied in place), the gradient of the input through them --------------
+def _det(nr, shape, device, k):
+    n = numel(shape)
+    return (nr.arange(n, device=device).astype("float32") * k).sin().reshape(shape) * 0.5
+
+
+def _mlp(nr, x):
+    from numr_web import nn
+    d = x.device            # explicit: the default device is cpu, which the browser does not have
+    m = nn.Sequential(nn.Linear(6, 8, device=d), nn.LayerNorm(8, device=d), nn.GELU(),
+                      nn.Linear(8, 3, bias=False, device=d))
+    with nr.no_grad():
+        m[0].weight.copy_(_det(nr, (8, 6), x.device, 0.37))
+        m[0].bias.copy_(_det(nr, (8,), x.device, 1.3))
+        m[3].weight.copy_(_det(nr, (3, 8), x.device, 0.71))
+    return m(x)
+
+
+case("nn.Sequential(Linear, LayerNorm, GELU, Linear)", ("x", "n", (4, 6)), group="nn")(_mlp)
+
+
+# -- webgpu elementwise fusion: long chains of elementwise ops (one generated kernel each) -----------------
+case("fused chain", ("a", "n", (7, 9)), ("b", "n", (7, 9)), ("c", "n", (9,)), group="fusion")(
+    lambda nr, a, b, c: ((a * b + c).tanh() * 2.0 - a.exp() * 0.1 + nr.sigmoid(b - c)) / (1.0 + c * c))
+case("fused chain (math)", ("a", "p", (6, 10)), ("b", "n", (6, 10)), group="fusion")(
+    lambda nr, a, b: nr.log2(a) * nr.cos(b) + nr.sqrt(a) * nr.atan(b) - nr.reciprocal(a + 1.0))
+case("fused chain 3-D column broadcast", ("a", "n", (3, 4, 5)), ("b", "n", (3, 4, 1)), group="fusion")(
+    lambda nr, a, b: nr.silu(a * b - 0.5) + (a - b).abs() * 0.25)
+
+
 # -- helpers shared by both sides ---------------------------------------------------------------------------
 class Rng:
     """Tiny deterministic generator (64-bit LCG), identical everywhere; values rounded to float32."""
