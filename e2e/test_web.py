@@ -111,6 +111,79 @@ lc = [await run(x, y).read() for _ in range(4)]
     app.assert_clean()
 
 
+FUSION_ON_OFF = """
+from pyodide.ffi import can_run_sync
+import numr_web as nr
+from numr_web import nn
+from numr_web.backends import get_backend
+
+be = get_backend("webgpu")
+
+
+def make():
+    model = nn.Sequential(nn.Linear(8, 16, device="webgpu", seed=1), nn.LayerNorm(16, device="webgpu"),
+                          nn.GELU(), nn.Linear(16, 3, device="webgpu", seed=2))
+    opt = nn.optim.AdamW(model.parameters(), lr=0.01, capturable=True)
+
+    def step(x, y, t):
+        opt.zero_grad()
+        logits = model(x)
+        loss = nr.cross_entropy(logits, y)
+        loss += 0.1 * nr.smooth_l1_loss(nr.tanh(logits), t) + 0.01 * nr.norm(logits)
+        top = nr.topk(logits, 2, dim=1).values                       # bitonic network, no readback
+        loss = loss + 0.05 * (top[:, 0] - top[:, 1]).square().mean() + 0.01 * nr.median(logits)
+        loss = loss + 0.01 * nr.logcumsumexp(logits, 1)[:, -1].mean()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+async def run(fuse):
+    be.fuse = fuse
+    before = dict(be.info()["dispatches"])
+    x = nr.randn((6, 8), device="webgpu", seed=0)
+    y = nr.tensor([0, 1, 2, 1, 0, 2], device="webgpu")
+    t = nr.randn((6, 3), device="webgpu", seed=3) * 0.5
+    eager, captured = make(), nr.capture(make())
+    le = [await eager(x, y, t).read() for _ in range(3)]
+    lc = [await captured(x, y, t).read() for _ in range(3)]
+    after = be.info()["dispatches"]
+    diff = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    return {"eager": le, "captured": lc, "graphs": len(captured.graphs),
+            "dispatches": sum(diff.values()), "fused": sum(v for k, v in diff.items() if k.startswith("fused."))}
+
+was = be.fuse
+try:
+    res = {"on": await run(True), "off": await run(False)}
+finally:
+    be.fuse = was
+res["fusion"] = be.info()["fusion"]
+res["can_run_sync"] = can_run_sync()
+res"""
+
+
+def test_fusion_on_off_without_jspi(make_app):
+    """Elementwise fusion (on by default) in the browser, on a browser without JSPI: a training step
+    with LayerNorm/GELU/AdamW, the new losses, in-place `+=`, norm, topk and median (the bitonic
+    network: no readback) and logcumsumexp, eager and nr.capture'd, gives the same losses bit for bit
+    with fusion on and off; on, fused kernels run and the step needs fewer dispatches."""
+    app = make_app(jspi=False)
+    app.goto("index.html")
+    res = app.py(FUSION_ON_OFF)
+    on, off = res["on"], res["off"]
+    print(f"\nfusion in the browser: {on['dispatches']} dispatches ({on['fused']} fused kernels) vs "
+          f"{off['dispatches']} unfused; {res['fusion']}")
+    assert res["can_run_sync"] is False
+    assert on["graphs"] == off["graphs"] == 1
+    assert on["eager"] == on["captured"] == off["eager"] == off["captured"], res
+    assert on["eager"][-1] < on["eager"][0], res
+    assert on["fused"] > 0 and off["fused"] == 0, res
+    assert on["dispatches"] < off["dispatches"], res
+    assert res["fusion"]["enabled"] is True          # the page's setting is restored
+    app.assert_clean()
+
+
 def test_python_shape_error_surfaces(app):
     """A Python exception comes back as its text (ShapeError), promptly, not a hang."""
     app.goto("index.html")
