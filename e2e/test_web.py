@@ -46,9 +46,11 @@ def test_boot_webgpu_and_engine(app):
 import sys, js, numr_web as nr
 from pyodide.ffi import can_run_sync
 x = nr.tensor([[1.0, 2.0], [3.0, 4.0]], device="webgpu", requires_grad=True)
+default = [nr.ones(2).device, nr.nn.Linear(2, 3).weight.device]   # no numpy (cpu) in Pyodide
 y = nr.matmul_bias_activation(x, x, nr.tensor([0.5, -10.0], device="webgpu"), activation="relu")
 y.sum().backward()
 {"platform": sys.platform, "scope": str(js.constructor.name), "devices": nr.available_devices(),
+ "default": default,
  "device": y.device, "y_async": await y.read(), "grad": await x.grad.read(),
  "y_sync": y.tolist() if can_run_sync() else None}
 """)
@@ -58,6 +60,7 @@ y.sum().backward()
     assert app.page.evaluate("() => window.numrClient.mode") == "worker"
     assert app.page.evaluate("() => crossOriginIsolated") is True       # COOP/COEP from numr-web serve
     assert "webgpu" in res["devices"] and res["device"] == "webgpu"
+    assert res["default"] == ["webgpu", "webgpu"]       # boot.py: NUMR_DEVICE=webgpu without cpu
     assert res["y_async"] == [[7.5, 0.0], [15.5, 12.0]]
     assert res["y_sync"] in (None, res["y_async"])
     assert res["grad"] == [[5.0, 6.0], [9.0, 11.0]]        # mask [[1, 0], [1, 1]]
@@ -151,7 +154,8 @@ async def run(fuse):
     after = be.info()["dispatches"]
     diff = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
     return {"eager": le, "captured": lc, "graphs": len(captured.graphs),
-            "dispatches": sum(diff.values()), "fused": sum(v for k, v in diff.items() if k.startswith("fused."))}
+            "dispatches": sum(diff.values()),
+            "fused": sum(v for k, v in diff.items() if k.startswith("fused."))}
 
 was = be.fuse
 try:

@@ -3,6 +3,7 @@
 # numr_console.
 import contextlib
 import io
+import os
 import sys
 
 import micropip
@@ -23,6 +24,11 @@ async def numr_boot(wheel_url, progress):
     info["devices"] = list(nr.available_devices())
     if "webgpu" not in info["devices"]:
         raise RuntimeError(f"numr_web's webgpu device is not usable here: {probe('webgpu')[1]}")
+    if "cpu" not in info["devices"]:
+        # Pyodide has no numpy, so the usual default device (cpu) cannot run here: without this,
+        # nr.ones(3), nn.Linear(6, 8) or clip_grad_norm_([]) would raise BackendUnavailableError
+        os.environ.setdefault("NUMR_DEVICE", "webgpu")
+    info["default_device"] = os.environ.get("NUMR_DEVICE") or "cpu"
     try:
         from pyodide.ffi import can_run_sync
         info["jspi"] = bool(can_run_sync())

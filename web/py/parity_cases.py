@@ -120,11 +120,13 @@ case("matmul_bias_activation gelu 3-D", ("a", "n", (2, 8, 24)), ("b", "n", (24, 
 
 
 # -- torch functions: rounding, math, comparisons (math_ops.py) -------------------------------------------
-for _n, _f, _k in [("floor", lambda nr, x: nr.floor(x * 3.0), "w"), ("ceil", lambda nr, x: nr.ceil(x * 3.0), "w"),
+for _n, _f, _k in [("floor", lambda nr, x: nr.floor(x * 3.0), "w"),
+                   ("ceil", lambda nr, x: nr.ceil(x * 3.0), "w"),
                    ("round", lambda nr, x: nr.round(x * 3.0), "w"),
                    ("round decimals=1", lambda nr, x: nr.round(x, decimals=1), "w"),
                    ("trunc", lambda nr, x: nr.trunc(x * 3.0), "w"), ("frac", lambda nr, x: nr.frac(x), "w"),
-                   ("reciprocal", lambda nr, x: nr.reciprocal(x), "p"), ("exp2", lambda nr, x: nr.exp2(x), "n"),
+                   ("reciprocal", lambda nr, x: nr.reciprocal(x), "p"),
+                   ("exp2", lambda nr, x: nr.exp2(x), "n"),
                    ("log2", lambda nr, x: nr.log2(x), "p"), ("log10", lambda nr, x: nr.log10(x), "p"),
                    ("log1p", lambda nr, x: nr.log1p(x), "p"), ("expm1", lambda nr, x: nr.expm1(x), "u"),
                    ("tan", lambda nr, x: nr.tan(x), "u"), ("sinh", lambda nr, x: nr.sinh(x), "n"),
@@ -207,7 +209,7 @@ case("binary_cross_entropy_with_logits", ("x", "w", (6, 5)), ("t", "u", (6, 5)),
 case("kl_div", ("x", "n", (6, 5)), ("t", "n", (6, 5)), group="loss")(
     lambda nr, x, t: nr.kl_div(nr.log_softmax(x, axis=-1), nr.softmax(t, axis=-1), reduction="batchmean"))
 
-# -- nn modules: deterministic weights (copied in place), the gradient of the input through them --------------
+# -- nn modules: deterministic weights (copied in place), the input's gradient through them ------------
 def _det(nr, shape, device, k):
     n = numel(shape)
     return (nr.arange(n, device=device).astype("float32") * k).sin().reshape(shape) * 0.5
@@ -215,7 +217,7 @@ def _det(nr, shape, device, k):
 
 def _mlp(nr, x):
     from numr_web import nn
-    d = x.device            # explicit: the default device is cpu, which the browser does not have
+    d = x.device            # the golden run's default device is cpu; this runs on x's
     m = nn.Sequential(nn.Linear(6, 8, device=d), nn.LayerNorm(8, device=d), nn.GELU(),
                       nn.Linear(8, 3, bias=False, device=d))
     with nr.no_grad():
