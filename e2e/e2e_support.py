@@ -39,6 +39,15 @@ try {
 """
 
 
+# where the page trained: elementwise fusion on (the default) and the fused kernels it ran
+FUSION_STATS = """
+from numr_web.backends import get_backend
+_i = get_backend("webgpu").info()
+{"fuse": _i["knobs"]["fuse"], "chains": _i["fusion"]["kernels"],
+ "fused_dispatches": sum(v for k, v in _i["dispatches"].items() if k.startswith("fused.")),
+ "dispatches": sum(_i["dispatches"].values())}"""
+
+
 def load_serve():
     # by path: numr_web.serve needs only the standard library, not the engine
     spec = importlib.util.spec_from_file_location("numr_web_serve", ROOT / "numr_web" / "serve.py")

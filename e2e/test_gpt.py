@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from e2e_support import LONG_MS
+from e2e_support import FUSION_STATS, LONG_MS
 
 # the page's default model (2 layers x 64 dims, context 32) on batches of 8, a few steps
 GPT_QUERY = os.environ.get("NUMR_E2E_GPT", "layers=2&dim=64&heads=4&context=32&batch=8&steps=12&lr=0.003")
@@ -66,6 +66,9 @@ def test_gpt_page_trains_and_writes(app):
     assert float(page.get_attribute("#val-loss", "data-value")) == ui["vals"][-1]["loss"]
     assert "latest loss" in page.get_attribute("#chart", "aria-label")
     assert "steps/s" in page.inner_text("#train-status")
+    fusion = app.py(FUSION_STATS)                            # the worker that trained
+    print(f"fusion: {fusion}")
+    assert fusion["fuse"] == 1 and fusion["chains"] > 0 and fusion["fused_dispatches"] > 0, fusion
 
     # the page writes after the prompt once training is done ...
     gen = _wait_gen(app, "def ")

@@ -15,7 +15,7 @@ import os
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from e2e_support import LONG_MS, check_parity
+from e2e_support import FUSION_STATS, LONG_MS, check_parity
 
 # Training run sized for SwiftShader on a 2-core machine; still >= 90 % test accuracy.
 TRAIN_QUERY = os.environ.get("NUMR_E2E_TRAIN", "hidden=64&epochs=8&batch=64&lr=0.01&activation=relu")
@@ -227,6 +227,9 @@ def test_training_playground(app):
     print(f"\ntraining ({TRAIN_QUERY}): test accuracy {r['test_acc']:.4f}, {r['steps']} steps in "
           f"{r['seconds']:.1f} s; per-epoch accuracy {[round(a['acc'], 3) for a in ui['accs']]}")
     assert r["test_acc"] >= 0.90
+    fusion = app.py(FUSION_STATS)
+    print(f"fusion: {fusion}")
+    assert fusion["fuse"] == 1 and fusion["chains"] > 0 and fusion["fused_dispatches"] > 0, fusion
     assert float(app.page.get_attribute("#test-acc", "data-value")) == pytest.approx(r["test_acc"])
     assert len(ui["losses"]) == r["steps"] and not r["stopped"]
     # progress while the kernels compile: said before the first step arrived
