@@ -230,6 +230,32 @@ def _mlp(nr, x):
 case("nn.Sequential(Linear, LayerNorm, GELU, Linear)", ("x", "n", (4, 6)), group="nn")(_mlp)
 
 
+def _set(nr, m, k):
+    with nr.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(_det(nr, tuple(p.shape), p.device, k + 0.1 * i))
+
+
+def _cnn(nr, x):
+    from numr_web import nn
+    d = x.device
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, device=d), nn.BatchNorm2d(4, device=d), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    _set(nr, m, 0.43)
+    return m(x)                                          # BatchNorm2d in training mode: batch stats
+
+
+def _mha(nr, q, kv):
+    from numr_web import nn
+    m = nn.MultiheadAttention(8, 2, batch_first=True, device=q.device)
+    _set(nr, m, 0.29)
+    return m(q, kv, kv)[0]
+
+
+case("nn Conv2d, BatchNorm2d, ReLU, MaxPool2d, AdaptiveAvgPool2d", ("x", "n", (2, 3, 8, 8)), group="nn")(_cnn)
+case("nn.MultiheadAttention", ("q", "n", (2, 3, 8)), ("kv", "n", (2, 5, 8)), group="nn")(_mha)
+
+
 # -- webgpu elementwise fusion: long chains of elementwise ops (one generated kernel each) -----------------
 case("fused chain", ("a", "n", (7, 9)), ("b", "n", (7, 9)), ("c", "n", (9,)), group="fusion")(
     lambda nr, a, b, c: ((a * b + c).tanh() * 2.0 - a.exp() * 0.1 + nr.sigmoid(b - c)) / (1.0 + c * c))
