@@ -22,6 +22,7 @@ from .common import attach_methods, as_tensor
 from .elementwise import where
 from .registry import OPS
 from .shape_ops import expand, getitem as basic_getitem
+from .torch_functions import div_trunc as _div_trunc
 
 
 def _write(x, compute, what):
@@ -88,9 +89,7 @@ def _div(x, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return x // other
     if rounding_mode == "trunc":
-        q = x / other
-        return q.trunc().astype(q.dtype) if q.dtype.is_floating and x.dtype.is_floating else \
-            q.trunc().astype(dt.result_type(x, other))
+        return _div_trunc(x, other)
     raise DTypeError(f"div_: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 

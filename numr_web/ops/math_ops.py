@@ -98,7 +98,9 @@ def frac(x):
 
 def fmod(a, b):
     """The remainder of a / b with the sign of a (C's fmod, torch.fmod); % is torch.remainder."""
-    if _is_bool(a) or _is_bool(b):
+    if not any(isinstance(v, Tensor) for v in (a, b)):
+        raise DTypeError("fmod needs at least one Tensor operand")
+    if dt.result_type(a, b) is dt.bool_:       # a bool operand with a number promotes, as torch
         raise DTypeError("fmod of bool operands is not defined (as in torch); convert one with "
                          ".astype('int32')")
     return binary("fmod", a, b)
@@ -168,6 +170,8 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 def square(x):
     x = _tensor(x, "square")
+    if x.dtype is dt.bool_:                    # torch squares bools as integers (pow(x, 2))
+        x = x.astype(dt.int32)
     return x * x
 
 

@@ -1,0 +1,88 @@
+"""Regressions found by a differential audit against torch: each test compares numr_web with torch
+(or exact integer truth) through the public API, on every device."""
+import numpy as np
+import pytest
+import torch
+
+import numr_web as nr
+from numr_web.errors import DTypeError
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _t(values, dtype, device):
+    return nr.tensor(np.asarray(values, dtype=dtype), dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_hypot_infinity_beats_nan(device, dtype):
+    a = [INF, NAN, -INF, NAN, 3.0, 0.0, NAN]
+    b = [NAN, -INF, NAN, NAN, 4.0, -0.0, 1.0]
+    got = nr.hypot(_t(a, dtype, device), _t(b, dtype, device)).numpy()
+    want = torch.hypot(torch.tensor(a, dtype=getattr(torch, dtype)),
+                       torch.tensor(b, dtype=getattr(torch, dtype))).numpy()
+    np.testing.assert_array_equal(got, want)
+    # mixed dtypes (the infinity in the float16 operand, the NaN in the float32 one)
+    got = nr.hypot(_t([INF, 1.0], "float16", device), _t([NAN, NAN], "float32", device)).numpy()
+    np.testing.assert_array_equal(got, np.array([INF, NAN], np.float32))
+
+
+def test_hypot_and_fmod_take_bool_operands_as_torch(device):
+    b = _t([True, False, True], "bool", device)
+    f = _t([1.5, 2.0, -2.5], "float32", device)
+    tb, tf = torch.tensor([True, False, True]), torch.tensor([1.5, 2.0, -2.5])
+    for fn, tfn in [(nr.hypot, torch.hypot), (nr.fmod, torch.fmod)]:
+        got, want = fn(b, f), tfn(tb, tf)
+        assert got.dtype == nr.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    got = nr.fmod(_t([7, -7, 3], "int32", device), True)
+    assert got.dtype == nr.int32 and got.tolist() == [0, 0, 0]
+    with pytest.raises(DTypeError, match="bool"):
+        nr.fmod(b, b)
+
+
+def test_square_of_bool_is_an_integer(device):
+    got = nr.square(_t([True, False], "bool", device))
+    assert got.dtype == nr.int32 and got.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_rsqrt_keeps_the_sign_of_zero(device, dtype):
+    x = [-0.0, 0.0, -1.0, INF, -INF, 4.0]
+    got = nr.rsqrt(_t(x, dtype, device)).numpy()
+    want = torch.rsqrt(torch.tensor(x, dtype=getattr(torch, dtype))).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_integer_trunc_division_is_exact(device):
+    a = [16777217, -16777217, 2147483647, -2147483647, -7, 7, 7, -7, 0, 6, -6]
+    b = [1, 2, 3, 2, 2, -2, 2, -2, 5, -3, -3]
+    ta, tb = torch.tensor(a, dtype=torch.int32), torch.tensor(b, dtype=torch.int32)
+    want = torch.div(ta, tb, rounding_mode="trunc").tolist()
+    x, y = _t(a, "int32", device), _t(b, "int32", device)
+    got = x.div(y, rounding_mode="trunc")
+    assert got.dtype == nr.int32 and got.tolist() == want
+    assert nr.div(x, y, rounding_mode="trunc").tolist() == want
+    assert x.div(3, rounding_mode="trunc").tolist() == torch.div(ta, 3, rounding_mode="trunc").tolist()
+    x.div_(y, rounding_mode="trunc")
+    assert x.tolist() == want
+    with pytest.raises(DTypeError):
+        _t([True], "bool", device).div(True, rounding_mode="trunc")
+
+
+def test_torch_arithmetic_functions(device):
+    a, b = _t([1, -2, 3], "int32", device), _t([0.5, 2.0, -4.0], "float32", device)
+    ta, tb = torch.tensor([1, -2, 3], dtype=torch.int32), torch.tensor([0.5, 2.0, -4.0])
+    cases = [(nr.add(a, b, alpha=3), torch.add(ta, tb, alpha=3)),
+             (nr.add(2, a), torch.add(2, ta)),
+             (nr.sub(a, b, alpha=2), torch.sub(ta, tb, alpha=2)),
+             (nr.subtract(b, a), torch.subtract(tb, ta)),
+             (nr.mul(a, 1.5), torch.mul(ta, 1.5)), (nr.multiply(a, b), torch.multiply(ta, tb)),
+             (nr.div(a, b), torch.div(ta, tb)), (nr.divide(a, 2, rounding_mode="floor"),
+                                                 torch.divide(ta, 2, rounding_mode="floor")),
+             (nr.true_divide(a, a), torch.true_divide(ta, ta))]
+    for got, want in cases:
+        assert str(want.dtype).replace("torch.", "").replace("int64", "int32") == got.dtype.name
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(DTypeError):
+        nr.add(1, 2)
