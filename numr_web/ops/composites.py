@@ -10,7 +10,7 @@ import math
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..creation import arange, full, zeros
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods
 from .elementwise import maximum, minimum, where
@@ -65,6 +65,9 @@ def roll(x, shifts, dims=None):
             raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
     shifts, dims = _dims(shifts, "roll shift"), _dims(dims, "roll")
+    if x.ndim == 0 and dims:
+        raise IndexOutOfRangeError(f"roll: dims {dims} given for a 0-d tensor, which has no dims "
+                                   "(leave dims=None to roll it)")
     if len(shifts) != len(dims):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
     out = x
@@ -257,11 +260,13 @@ def norm(x, p="fro", dim=None, keepdim=False):
 
 
 def var_mean(x, dim=None, *, correction=1, keepdim=False):
+    x = _tensor(x, "var_mean")
     return (x.var(dim, correction=correction, keepdim=keepdim),
             x.mean(dim, keepdim=keepdim))
 
 
 def std_mean(x, dim=None, *, correction=1, keepdim=False):
+    x = _tensor(x, "std_mean")
     return (x.std(dim, correction=correction, keepdim=keepdim),
             x.mean(dim, keepdim=keepdim))
 

@@ -86,3 +86,28 @@ def test_torch_arithmetic_functions(device):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     with pytest.raises(DTypeError):
         nr.add(1, 2)
+
+
+def test_roll_of_a_0d_tensor_and_var_mean_of_a_non_tensor_raise_typed_errors(device):
+    x = nr.tensor(3.0, device=device)
+    assert nr.roll(x, 1).item() == torch.roll(torch.tensor(3.0), 1).item()
+    with pytest.raises(nr.IndexOutOfRangeError, match="0-d"):
+        nr.roll(x, 1, 0)
+    for fn in (nr.var_mean, nr.std_mean):
+        with pytest.raises(DTypeError, match="expects a Tensor"):
+            fn(np.float32(2.0))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_relu_gradient_passes_through_nan_as_torch(device, dtype):
+    vals = [NAN, -1.0, 0.0, -0.0, 2.0, INF, -INF]
+    tx = torch.tensor(vals, dtype=getattr(torch, dtype), requires_grad=True)
+    torch.relu(tx).backward(torch.full_like(tx, 3.0))
+    x = _t(vals, dtype, device).requires_grad_()
+    nr.relu(x).backward(nr.full(x.shape, 3.0, dtype=dtype, device=device))
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    # the fused layer's backward (activation-gradient kernel) agrees
+    b = _t([vals], dtype, device).requires_grad_()
+    y = nr.matmul_bias_activation(nr.ones((1, 1), dtype=dtype, device=device), b, None, "relu")
+    y.backward(nr.full(y.shape, 3.0, dtype=dtype, device=device))
+    np.testing.assert_array_equal(b.grad.numpy()[0], tx.grad.numpy())
