@@ -111,3 +111,24 @@ def test_relu_gradient_passes_through_nan_as_torch(device, dtype):
     y = nr.matmul_bias_activation(nr.ones((1, 1), dtype=dtype, device=device), b, None, "relu")
     y.backward(nr.full(y.shape, 3.0, dtype=dtype, device=device))
     np.testing.assert_array_equal(b.grad.numpy()[0], tx.grad.numpy())
+
+
+def test_bad_module_sizes_and_activation_parameters_raise_typed_errors(device):
+    x = nr.ones((2, 3), device=device)
+    for bad in (lambda: nr.nn.Linear(-1, 2), lambda: nr.nn.Linear(2.0, 2),
+                lambda: nr.nn.Conv2d(1, -2, 3), lambda: nr.nn.Conv2d(-1, 2, 3)):
+        with pytest.raises(nr.ShapeError, match="non-negative int"):
+            bad()
+    assert nr.nn.Linear(np.int64(3), 2, device=device)(x).shape == (2, 2)
+    F = nr.nn.functional
+    for bad in (lambda: F.leaky_relu(x, "x"), lambda: F.elu(x, alpha="x"),
+                lambda: F.softplus(x, beta="x"), lambda: F.hardtanh(x, "x"),
+                lambda: nr.nn.LeakyReLU("x")(x)):
+        with pytest.raises(DTypeError, match="real number"):
+            bad()
+    tx = torch.tensor([[-2.0, 0.5, 3.0]])
+    v = nr.tensor(tx.numpy(), device=device)
+    np.testing.assert_allclose(F.leaky_relu(v, np.float32(0.2)).numpy(),
+                               torch.nn.functional.leaky_relu(tx, 0.2).numpy())
+    np.testing.assert_allclose(F.hardtanh(v, -1, 2).numpy(),
+                               torch.nn.functional.hardtanh(tx, -1, 2).numpy())
