@@ -132,3 +132,19 @@ def test_bad_module_sizes_and_activation_parameters_raise_typed_errors(device):
                                torch.nn.functional.leaky_relu(tx, 0.2).numpy())
     np.testing.assert_allclose(F.hardtanh(v, -1, 2).numpy(),
                                torch.nn.functional.hardtanh(tx, -1, 2).numpy())
+
+
+def test_integer_tensor_to_negative_integer_tensor_powers_as_torch(device):
+    av = [0, 1, -1, 2, -2, 3, -1, 0, 5, 7, -3]
+    bv = [-1, -3, -3, -1, -2, 2, -2, 0, -1, 3, 3]
+    ta, tb = torch.tensor(av, dtype=torch.int32), torch.tensor(bv, dtype=torch.int32)
+    a, b = _t(av, "int32", device), _t(bv, "int32", device)
+    got = a ** b
+    assert got.dtype == nr.int32 and got.tolist() == (ta ** tb).tolist()
+    assert nr.pow(a, b).tolist() == torch.pow(ta, tb).tolist()
+    assert (2 ** _t([-1, 3], "int32", device)).tolist() == (2 ** torch.tensor([-1, 3])).tolist()
+    tbool = torch.tensor([True, False])
+    got = _t([True, False], "bool", device) ** _t([-1, -1], "int32", device)
+    assert got.tolist() == (tbool ** torch.tensor([-1, -1], dtype=torch.int32)).tolist()
+    with pytest.raises(DTypeError, match="negative integer powers"):
+        a ** -1                                        # a scalar exponent: torch raises too
