@@ -148,3 +148,23 @@ def test_integer_tensor_to_negative_integer_tensor_powers_as_torch(device):
     assert got.tolist() == (tbool ** torch.tensor([-1, -1], dtype=torch.int32)).tolist()
     with pytest.raises(DTypeError, match="negative integer powers"):
         a ** -1                                        # a scalar exponent: torch raises too
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool", "float16"])
+def test_masked_write_casts_the_value_to_the_tensors_dtype(device, dtype):
+    vals = [1, 0, 3, 0] if dtype != "float16" else [1.5, -2.0, 3.0, 0.0]
+    for v in [2.5, -0.0, True, 7, "t"]:
+        t = torch.tensor(vals, dtype=getattr(torch, dtype))
+        x = _t(vals, dtype, device)
+        tv = torch.tensor(3.75) if v == "t" else v
+        nv = nr.tensor(3.75, device=device) if v == "t" else v
+        t[t != 0] = tv
+        x[x != 0] = nv
+        assert x.dtype.name == dtype
+        np.testing.assert_array_equal(x.numpy(), t.numpy())
+    w = nr.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    v = nr.tensor(0.5, device=device, requires_grad=True)
+    y = w * 1
+    y[y > 1.5] = v
+    (y * nr.tensor([1.0, 2.0, 3.0], device=device)).sum().backward()
+    assert w.grad.tolist() == [1.0, 0.0, 0.0] and v.grad.item() == 5.0
