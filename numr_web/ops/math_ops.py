@@ -84,6 +84,9 @@ def round(x, decimals=0):  # noqa: A001
         raise DTypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
     if decimals == 0 or not isinstance(x, Tensor) or not x.dtype.is_floating:
         return _round(x)
+    if decimals < 0:                 # torch divides by 10^-d (exact), not x * 10^d (inexact)
+        scale = 10.0 ** -decimals
+        return _round(x / scale) * scale
     scale = 10.0 ** decimals
     return _round(x * scale) / scale
 reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(n)

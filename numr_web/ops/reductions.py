@@ -123,10 +123,20 @@ def logsumexp(x, dim, keepdim=False):
 
 def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
     """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan."""
+    return _var(x, dim, correction, keepdim, unbiased, "var").astype(x.dtype)
+
+
+def _var(x, dim, correction, keepdim, unbiased, name):
+    """The variance, float16 computed in float32 (torch's accumulation type: the squares of a
+    float16 tensor overflow where the variance, or its square root, does not)."""
     if unbiased is not None:
         correction = 1 if unbiased else 0
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
     if not x.dtype.is_floating:
-        raise DTypeError(f"var of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
+        raise DTypeError(f"{name} of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
+    if x.dtype is dt.float16:
+        x = x.astype(dt.float32)
     axes = sh.normalize_axes(_all_if_empty(dim), x.ndim)
     n = sh.prod(x.shape[a] for a in axes)
     d = x - x.mean(axes, keepdim=True) if axes else x * 0
@@ -153,7 +163,7 @@ def any_(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
 
 
 def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
+    return _var(x, dim, correction, keepdim, unbiased, "std").sqrt().astype(x.dtype)
 
 
 MaxResult = namedtuple("max", ("values", "indices"))

@@ -168,3 +168,28 @@ def test_masked_write_casts_the_value_to_the_tensors_dtype(device, dtype):
     y[y > 1.5] = v
     (y * nr.tensor([1.0, 2.0, 3.0], device=device)).sum().backward()
     assert w.grad.tolist() == [1.0, 0.0, 0.0] and v.grad.item() == 5.0
+
+
+def test_float16_var_and_std_accumulate_in_float32_as_torch(device):
+    for vals in ([300.0, -300.0, 250.0, 0.0, 100.0], [60000.0, 60000.0, -30000.0, 50000.0]):
+        t = torch.tensor(vals, dtype=torch.float16)
+        x = _t(vals, "float16", device)
+        for got, want in [(x.var(), t.var()), (x.std(), t.std()), (nr.std_mean(x)[0], t.std()),
+                          (x.var(0, keepdim=True, correction=0), t.var(0, keepdim=True,
+                                                                       correction=0))]:
+            assert got.dtype == nr.float16 and got.shape == tuple(want.shape)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    x = _t([300.0, -300.0, 250.0, 0.0, 100.0], "float16", device).requires_grad_()
+    t = torch.tensor([300.0, -300.0, 250.0, 0.0, 100.0], dtype=torch.float16, requires_grad=True)
+    x.std().backward()
+    t.std().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=2e-3, atol=1e-4)
+
+
+def test_round_with_negative_decimals_divides_as_torch(device):
+    vals = [1250.0, 1350.0, -149.0, 3.3e38, 0.125, -2.5e37, 123456.0]
+    t = torch.tensor(vals)
+    x = _t(vals, "float32", device)
+    for d in (-1, -2, -3, 1, 2):
+        np.testing.assert_array_equal(nr.round(x, decimals=d).numpy(),
+                                      torch.round(t, decimals=d).numpy())
