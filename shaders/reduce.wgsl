@@ -40,6 +40,9 @@ fn red_off(j: u32) -> vec2<u32> {
     return r;
 }
 
+// elements per partial sum of the blocked sums (reduce_thread, reduce_wg)
+const BLOCK: u32 = 64u;
+
 // sum and mean accumulate; prod multiplies; max and min combine with max_c / min_c
 fn summing() -> bool { return OP == REDUCE_SUM || OP == REDUCE_MEAN; }
 
@@ -84,16 +87,24 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let j1 = min(R, j0 + RC);
         let base = kept_off(o).x;
         var acc = C(a[base + red_off(j0).x]);
-        var comp = C(0);                       // Kahan compensation (sums)
-        for (var j = j0 + 1u; j < j1; j = j + 1u) {
-            let x = C(a[base + red_off(j).x]);
-            if (summing()) {
-                let y = x - comp;
-                let t2 = acc + y;
-                comp = (t2 - acc) - y;
-                acc = t2;
-            } else {
-                acc = combine(acc, x);
+        if (summing()) {                       // blocked sums, as in reduce_wg
+            var j = j0 + 1u;
+            loop {
+                if (j >= j1) { break; }
+                var group = C(0);
+                for (var g = 0u; g < BLOCK && j < j1; g = g + 1u) {
+                    var part = C(0);
+                    for (var k = 0u; k < BLOCK && j < j1; k = k + 1u) {
+                        part = part + C(a[base + red_off(j).x]);
+                        j = j + 1u;
+                    }
+                    group = group + part;
+                }
+                acc = acc + group;
+            }
+        } else {
+            for (var j = j0 + 1u; j < j1; j = j + 1u) {
+                acc = combine(acc, C(a[base + red_off(j).x]));
             }
         }
         out[mu(W_OFFSET_OUT) + c * n + o] = finish(acc);
@@ -113,8 +124,30 @@ fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let idem = OP == REDUCE_MAX || OP == REDUCE_MIN;
         var acc = C(a[base]);
         if (!idem && lid != 0u) { acc = identity(); }
-        for (var j = lid; j < R; j = j + WG) {
-            if (j != 0u || idem) { acc = combine(acc, C(a[base + red_off(j).x])); }
+        if (summing()) {
+            // blocked sums: each lane adds R / WG elements, BLOCK at a time into a partial sum,
+            // BLOCK partials into a group sum that joins the lane's total, so the rounding error
+            // grows with 2 BLOCK + R / (WG BLOCK^2) additions, not R / WG (float32 sums of 10^6
+            // elements were off by 1e-4; Kahan compensation is folded away by compilers that
+            // reassociate, as Mesa's does)
+            var j = select(lid, WG, lid == 0u);          // element 0 is lane 0's seed
+            loop {
+                if (j >= R) { break; }
+                var group = C(0);
+                for (var g = 0u; g < BLOCK && j < R; g = g + 1u) {
+                    var part = C(0);
+                    for (var k = 0u; k < BLOCK && j < R; k = k + 1u) {
+                        part = part + C(a[base + red_off(j).x]);
+                        j = j + WG;
+                    }
+                    group = group + part;
+                }
+                acc = acc + group;
+            }
+        } else {
+            for (var j = lid; j < R; j = j + WG) {
+                if (j != 0u || idem) { acc = combine(acc, C(a[base + red_off(j).x])); }
+            }
         }
         sh[lid] = acc;
         workgroupBarrier();
