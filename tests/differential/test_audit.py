@@ -211,3 +211,16 @@ def test_long_float32_sums_are_as_accurate_as_torchs(device, shape, dim):
         assert err <= max(4 * torch_err, 4e-7), (err, torch_err)
     var = xn.var(dim).numpy().astype(np.float64)
     np.testing.assert_allclose(var, x.astype(np.float64).var(dim, ddof=1), rtol=1e-3)
+
+
+@pytest.mark.parametrize("offset, scale", [(100.0, 0.01), (1e4, 0.1), (1000.0, 1.0)])
+def test_layer_norm_of_rows_far_from_zero(device, offset, scale):
+    """Within torch's own float32 error of the float64 truth (webgpu summed the raw values: the
+    mean of a row near 1e4 lost digits, 4x-10x torch's error in the normalised values)."""
+    x = (np.random.default_rng(3).standard_normal((4, 512)) * scale + offset).astype(np.float32)
+    xx = x.astype(np.float64)
+    want = (xx - xx.mean(1, keepdims=True)) / np.sqrt(xx.var(1, keepdims=True) + 1e-5)
+    torch_err = np.max(np.abs(torch.nn.functional.layer_norm(torch.tensor(x), (512,)).numpy()
+                              - want))
+    got = nr.nn.functional.layer_norm(nr.tensor(x, device=device), (512,)).numpy()
+    assert np.max(np.abs(got - want)) <= 1.5 * torch_err + 1e-6
