@@ -70,6 +70,7 @@ fn sigmoid_d_s(x: f32) -> f32 {
 fn tanh_s(x: f32) -> f32 {
     let ax = abs(x);
     if (ax < 0.625) {
+        if (x == 0.0) { return x; }            // tanh(-0) = -0 (x + x s q gives +0)
         let s = x * x;
         var q = -0.00569737097248435;
         q = q * s + 0.020630160346627235;

@@ -224,3 +224,12 @@ def test_layer_norm_of_rows_far_from_zero(device, offset, scale):
                               - want))
     got = nr.nn.functional.layer_norm(nr.tensor(x, device=device), (512,)).numpy()
     assert np.max(np.abs(got - want)) <= 1.5 * torch_err + 1e-6
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_tanh_keeps_negative_zero(device, dtype):
+    vals = [-0.0, 0.0, -1e-3, 0.3, -2.0]
+    got = nr.tanh(_t(vals, dtype, device)).numpy()
+    want = torch.tanh(torch.tensor(vals, dtype=getattr(torch, dtype))).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == "float16" else 2e-7)
