@@ -7,6 +7,9 @@ kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/element
 """
 from __future__ import annotations
 
+import math
+import struct
+
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
@@ -290,6 +293,17 @@ def _result_dtype(name, a, b):
     return d
 
 
+def _half(s):
+    """A Python float rounded to float16, as torch rounds the scalar operand of a float16 op
+    (x == 0.1 holds where x = float16(0.1); x + 1e10 is x + inf; x % 0.1 is 0 there), except in
+    x * s, x / s, s / x, x // s and x ** s, which keep the scalar's precision. Pure Python: the
+    browser has no numpy."""
+    try:
+        return struct.unpack("<e", struct.pack("<e", s))[0]
+    except (OverflowError, struct.error):
+        return math.copysign(math.inf, s)
+
+
 def _int_pow(a, b, d):
     """Integer a ** b for an integer tensor b, as torch: where b < 0 the power is 1 for a = 1,
     +-1 for a = -1 and 0 otherwise (no readback of the exponent)."""
@@ -355,6 +369,8 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
+    if d is dt.float16 and not (name in ("mul", "pow", "div") or name == "floor_divide" and ta):
+        s = _half(s)
     if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
         raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
                          "(-2**31..2**31-1); use a float scalar or convert the tensor with "
