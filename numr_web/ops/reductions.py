@@ -67,6 +67,12 @@ def _all_if_empty(axis):
     return None if isinstance(axis, (tuple, list)) and not axis else axis
 
 
+def _tensor(x, name):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    return x
+
+
 def reduce_op(op, x, axis=None, keepdims=False):
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op} expects a Tensor, got {type(x).__name__}")
@@ -250,12 +256,14 @@ def _softmax(x, dim, axis, log):
     return apply(OPS["softmax"], x, axis=axis, log=log)
 
 
-def softmax(x, dim=None, *, axis=None):
-    return _softmax(x, dim, axis, False)
+def softmax(x, dim=None, *, axis=None, dtype=None):
+    """torch.softmax; dtype casts the input first (torch's dtype=)."""
+    return _softmax(x if dtype is None else _tensor(x, "softmax").astype(dtype), dim, axis, False)
 
 
-def log_softmax(x, dim=None, *, axis=None):
-    return _softmax(x, dim, axis, True)
+def log_softmax(x, dim=None, *, axis=None, dtype=None):
+    return _softmax(x if dtype is None else _tensor(x, "log_softmax").astype(dtype), dim, axis,
+                    True)
 
 
 attach_methods(sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,

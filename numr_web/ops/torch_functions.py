@@ -220,6 +220,8 @@ def randperm(n, *, generator=None, dtype="int32", device=None):
     n = sh.as_int(n, "randperm n")
     if n < 0:
         raise ShapeError(f"randperm: n must be non-negative, got {n}")
+    if n > 2 ** 31:
+        raise DTypeError(f"randperm: n = {n} has values beyond int32, the widest integer dtype")
     rng = random.Random(resolve_seed(None, generator))
     perm = list(range(n))
     rng.shuffle(perm)

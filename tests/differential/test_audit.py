@@ -250,3 +250,16 @@ def test_python_scalars_meet_float16_tensors_as_in_torch(device):
                     else [(f(x, s), f(t, s))]:
                 np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{f} {s}")
         np.testing.assert_array_equal((x // s).numpy(), (t // s).numpy())
+
+
+def test_softmax_dtype_argument_and_randperm_range(device):
+    t = torch.tensor([[1, 2, 3], [0, -1, 5]])
+    x = nr.tensor(t.numpy(), device=device)
+    for fn, tfn in [(nr.softmax, torch.softmax), (nr.log_softmax, torch.log_softmax)]:
+        for d in ["float16", "float32"]:
+            got = fn(x, 1, dtype=d)
+            want = tfn(t, 1, dtype=getattr(torch, d))
+            assert got.dtype.name == d
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-3, atol=2e-3)
+    with pytest.raises(DTypeError, match="int32"):
+        nr.randperm(10 ** 12, device=device)
