@@ -263,3 +263,25 @@ def test_softmax_dtype_argument_and_randperm_range(device):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-3, atol=2e-3)
     with pytest.raises(DTypeError, match="int32"):
         nr.randperm(10 ** 12, device=device)
+
+
+@pytest.mark.parametrize("fn", ["exp", "sigmoid", "tanh", "sqrt"])
+def test_writing_a_saved_output_in_place_raises_at_backward_as_torch(device, fn):
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    ty = getattr(t, fn)()
+    ty.add_(1)
+    with pytest.raises(RuntimeError, match="inplace"):
+        ty.sum().backward()
+    x = nr.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = getattr(x, fn)()
+    y.add_(1)
+    with pytest.raises(nr.GradientError, match="in-place"):
+        y.sum().backward()
+    x = nr.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = getattr(x, fn)()
+    z = y.clone()
+    z.add_(1)                                 # a copy written: the graph is intact
+    z.sum().backward()
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    getattr(t, fn)().clone().add_(1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
