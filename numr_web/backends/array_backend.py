@@ -149,7 +149,8 @@ class ArrayBackend(ArrayNN, Backend):
     def binary(self, op, a, b):
         f = self._ufuncs.get(op) or self._ufunc(op)
         nd = self.xp.ndarray
-        ha, hb = type(a) is nd, type(b) is nd
+        ha = type(a) is nd or hasattr(a, "dtype")         # (a numpy scalar is a 0-d operand)
+        hb = type(b) is nd or hasattr(b, "dtype")
         dtype = a.dtype if ha else b.dtype
         if dtype is self._half:                            # computed in float32, rounded once
             a, b = (self._widen(a) if ha else a), (self._widen(b) if hb else b)
@@ -288,7 +289,8 @@ class ArrayBackend(ArrayNN, Backend):
         return self.xp.broadcast_to(h, shape)
 
     def slice(self, h, index):
-        return h[tuple(i if isinstance(i, int) else slice(*i) for i in index)]
+        out = h[tuple(i if isinstance(i, int) else slice(*i) for i in index)]
+        return out if type(out) is self.xp.ndarray else self.xp.asarray(out)   # x[0, 0]: 0-d
 
     def unslice(self, g, shape, index):
         out = self.xp.zeros(shape, dtype=g.dtype)

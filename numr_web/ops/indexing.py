@@ -149,7 +149,8 @@ def getitem(x, index):
         raise ShapeError("only one index tensor per indexing expression is supported; index "
                          "step by step, or use gather")
     k = adv[0]
-    idx = items[k] if isinstance(items[k], Tensor) else tensor(items[k], device=x.device)
+    idx = items[k] if isinstance(items[k], Tensor) else \
+        tensor(items[k], device=x.device, dtype="int32" if _flat(items[k]) == [] else None)
     check_same_device(x, idx)
     if idx.dtype is dt.bool_:
         if len(items) != 1:

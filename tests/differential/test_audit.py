@@ -285,3 +285,15 @@ def test_writing_a_saved_output_in_place_raises_at_backward_as_torch(device, fn)
     t = torch.tensor([1.0, 2.0], requires_grad=True)
     getattr(t, fn)().clone().add_(1).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16", "bool"])
+def test_0d_element_with_a_scalar_and_empty_list_index(device, dtype):
+    v = np.arange(12).reshape(3, 4).astype(dtype)
+    t, x = torch.tensor(v), nr.tensor(v, dtype=dtype, device=device)
+    for f in (lambda a: a[0, 1] != 0, lambda a: a[1, 2] == 1, lambda a: a[2, 3] < 7,
+              lambda a: 2 * a[1, 1] if dtype != "bool" else a[1, 1] | True):
+        got, want = f(x), f(t)
+        assert got.shape == () and got.tolist() == want.tolist()
+    assert bool(x[0, 1] != 0) == bool(t[0, 1] != 0)
+    assert x[[]].shape == tuple(t[[]].shape) and x[:, []].shape == tuple(t[:, []].shape)
