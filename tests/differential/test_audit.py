@@ -297,3 +297,27 @@ def test_0d_element_with_a_scalar_and_empty_list_index(device, dtype):
         assert got.shape == () and got.tolist() == want.tolist()
     assert bool(x[0, 1] != 0) == bool(t[0, 1] != 0)
     assert x[[]].shape == tuple(t[[]].shape) and x[:, []].shape == tuple(t[:, []].shape)
+
+
+@pytest.mark.parametrize("padding_idx", [1, -1])
+def test_embedding_padding_idx_as_torch(device, padding_idx):
+    torch.manual_seed(0)
+    te = torch.nn.Embedding(5, 3, padding_idx=padding_idx)
+    ne = nr.nn.Embedding(5, 3, padding_idx=padding_idx, device=device)
+    assert not ne.weight.numpy()[padding_idx].any() and ne.padding_idx == te.padding_idx
+    ne.load_state_dict({"weight": nr.tensor(te.weight.detach().numpy(), device=device)})
+    ids = np.array([[1, 2], [4, 1], [0, 4]])
+    w = np.random.default_rng(0).standard_normal((3, 2, 3)).astype(np.float32)
+    yt, yn = te(torch.tensor(ids)), ne(nr.tensor(ids, device=device))
+    np.testing.assert_array_equal(yn.numpy(), yt.detach().numpy())
+    (yt * torch.tensor(w)).sum().backward()
+    (yn * nr.tensor(w, device=device)).sum().backward()
+    np.testing.assert_allclose(ne.weight.grad.numpy(), te.weight.grad.numpy(), rtol=1e-6)
+    wt = torch.randn(5, 3, requires_grad=True)
+    wn = nr.tensor(wt.detach().numpy(), device=device, requires_grad=True)
+    torch.nn.functional.embedding(torch.tensor(ids), wt, padding_idx=padding_idx).sum().backward()
+    nr.nn.functional.embedding(nr.tensor(ids, device=device), wn,
+                               padding_idx=padding_idx).sum().backward()
+    np.testing.assert_array_equal(wn.grad.numpy(), wt.grad.numpy())
+    with pytest.raises(nr.IndexOutOfRangeError, match="padding_idx"):
+        nr.nn.Embedding(5, 3, padding_idx=5)
