@@ -321,3 +321,19 @@ def test_embedding_padding_idx_as_torch(device, padding_idx):
     np.testing.assert_array_equal(wn.grad.numpy(), wt.grad.numpy())
     with pytest.raises(nr.IndexOutOfRangeError, match="padding_idx"):
         nr.nn.Embedding(5, 3, padding_idx=5)
+
+
+@pytest.mark.parametrize("p", [2, 3, 0.5, 1, float("inf")])
+def test_float16_norm_accumulates_in_float32_as_torch(device, p):
+    v = np.ones((2, 70000), np.float16)
+    v[1, ::3] = 0.25
+    t = torch.tensor(v, requires_grad=True)
+    x = nr.tensor(v, device=device, requires_grad=True)
+    yt, yn = torch.norm(t, p, dim=1), nr.norm(x, p, dim=1)
+    assert yn.dtype == nr.float16
+    np.testing.assert_array_equal(yn.numpy(), yt.detach().numpy())
+    if p == 2:
+        yt.sum().backward()
+        yn.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy().astype(np.float32),
+                                   t.grad.numpy().astype(np.float32), rtol=2e-3, atol=1e-6)
