@@ -40,8 +40,39 @@ fn red_off(j: u32) -> vec2<u32> {
     return r;
 }
 
-// elements per partial sum of the blocked sums (reduce_thread, reduce_wg)
+// seed + the elements first, first + step, ... < end of the reduction at base, summed in blocks
+// of BLOCK elements, BLOCK blocks to a group, groups to the total: the rounding error grows with
+// 2 BLOCK + n / BLOCK^2 additions rather than n (float32 sums of 10^6 elements were off by 1e-4).
+// Up to BLOCK elements it is the plain running sum. (Kahan compensation is no alternative: Mesa
+// reassociates it away.) One loop iteration per element, as the plain sum.
 const BLOCK: u32 = 64u;
+
+fn blocked_sum(base: u32, first: u32, end: u32, step: u32, seed: C) -> C {
+    var part = seed;
+    var k = 0u;
+    var group = C(0);
+    var g = 0u;
+    var total = C(0);
+    var flushed = false;
+    for (var j = first; j < end; j = j + step) {
+        if (k == BLOCK) {
+            group = group + part;
+            part = C(0);
+            k = 0u;
+            g = g + 1u;
+            flushed = true;
+            if (g == BLOCK) {
+                total = total + group;
+                group = C(0);
+                g = 0u;
+            }
+        }
+        part = part + C(a[base + red_off(j).x]);
+        k = k + 1u;
+    }
+    if (!flushed) { return part; }
+    return (total + group) + part;
+}
 
 // sum and mean accumulate; prod multiplies; max and min combine with max_c / min_c
 fn summing() -> bool { return OP == REDUCE_SUM || OP == REDUCE_MEAN; }
@@ -87,21 +118,8 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let j1 = min(R, j0 + RC);
         let base = kept_off(o).x;
         var acc = C(a[base + red_off(j0).x]);
-        if (summing()) {                       // blocked sums, as in reduce_wg
-            var j = j0 + 1u;
-            loop {
-                if (j >= j1) { break; }
-                var group = C(0);
-                for (var g = 0u; g < BLOCK && j < j1; g = g + 1u) {
-                    var part = C(0);
-                    for (var k = 0u; k < BLOCK && j < j1; k = k + 1u) {
-                        part = part + C(a[base + red_off(j).x]);
-                        j = j + 1u;
-                    }
-                    group = group + part;
-                }
-                acc = acc + group;
-            }
+        if (summing()) {
+            acc = blocked_sum(base, j0 + 1u, j1, 1u, acc);
         } else {
             for (var j = j0 + 1u; j < j1; j = j + 1u) {
                 acc = combine(acc, C(a[base + red_off(j).x]));
@@ -124,26 +142,8 @@ fn reduce_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let idem = OP == REDUCE_MAX || OP == REDUCE_MIN;
         var acc = C(a[base]);
         if (!idem && lid != 0u) { acc = identity(); }
-        if (summing()) {
-            // blocked sums: each lane adds R / WG elements, BLOCK at a time into a partial sum,
-            // BLOCK partials into a group sum that joins the lane's total, so the rounding error
-            // grows with 2 BLOCK + R / (WG BLOCK^2) additions, not R / WG (float32 sums of 10^6
-            // elements were off by 1e-4; Kahan compensation is folded away by compilers that
-            // reassociate, as Mesa's does)
-            var j = select(lid, WG, lid == 0u);          // element 0 is lane 0's seed
-            loop {
-                if (j >= R) { break; }
-                var group = C(0);
-                for (var g = 0u; g < BLOCK && j < R; g = g + 1u) {
-                    var part = C(0);
-                    for (var k = 0u; k < BLOCK && j < R; k = k + 1u) {
-                        part = part + C(a[base + red_off(j).x]);
-                        j = j + WG;
-                    }
-                    group = group + part;
-                }
-                acc = acc + group;
-            }
+        if (summing()) {                       // each lane adds R / WG elements
+            acc = blocked_sum(base, select(lid, WG, lid == 0u), R, WG, acc);
         } else {
             for (var j = lid; j < R; j = j + WG) {
                 if (j != 0u || idem) { acc = combine(acc, C(a[base + red_off(j).x])); }
