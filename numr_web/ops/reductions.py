@@ -127,16 +127,22 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else out.squeeze(dim)
 
 
-def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan."""
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan.
+    torch's overloads: var(x, unbiased) (a bool first) and var(x, dim, unbiased, keepdim)."""
     return _var(x, dim, correction, keepdim, unbiased, "var").astype(x.dtype)
 
 
 def _var(x, dim, correction, keepdim, unbiased, name):
     """The variance, float16 computed in float32 (torch's accumulation type: the squares of a
     float16 tensor overflow where the variance, or its square root, does not)."""
+    if isinstance(dim, bool):                  # var(x, True): the unbiased overload
+        dim, unbiased = None, dim
     if unbiased is not None:
+        if correction is not None:
+            raise DTypeError(f"{name}: give either unbiased or correction, not both")
         correction = 1 if unbiased else 0
+    correction = 1 if correction is None else correction
     if not isinstance(x, Tensor):
         raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
     if not x.dtype.is_floating:
@@ -168,7 +174,7 @@ def any_(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
     return _count_nonzero(x, dim, keep) > 0
 
 
-def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _var(x, dim, correction, keepdim, unbiased, "std").sqrt().astype(x.dtype)
 
 

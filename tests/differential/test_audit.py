@@ -337,3 +337,19 @@ def test_float16_norm_accumulates_in_float32_as_torch(device, p):
         yn.sum().backward()
         np.testing.assert_allclose(x.grad.numpy().astype(np.float32),
                                    t.grad.numpy().astype(np.float32), rtol=2e-3, atol=1e-6)
+
+
+def test_var_std_take_torchs_positional_unbiased_overloads(device):
+    a = np.arange(12.0).reshape(3, 4).astype(np.float32) ** 1.5
+    t, x = torch.tensor(a), nr.tensor(a, device=device)
+    calls = [((False,), {}), ((True,), {}), ((1, False), {}), ((1, True, True), {}),
+             ((0,), {}), ((), {"dim": 1, "correction": 0, "keepdim": True}),
+             ((), {"unbiased": False}), ((1,), {"unbiased": True, "keepdim": True})]
+    for f in ("var", "std"):
+        for args, kw in calls:
+            want = getattr(t, f)(*args, **kw)
+            for got in (getattr(x, f)(*args, **kw), getattr(nr, f)(x, *args, **kw)):
+                assert got.shape == tuple(want.shape), (f, args, kw)
+                np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+        with pytest.raises(DTypeError, match="unbiased or correction"):
+            getattr(x, f)(1, True, correction=0)
