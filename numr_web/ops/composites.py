@@ -136,13 +136,15 @@ def _need(t, ndim, name, what):
         raise ShapeError(f"{name}: {what} must be {ndim}-D, got shape {t.shape}")
 
 
-def mm(a, b):
+def mm(input, mat2):  # noqa: A002 (torch's names)
+    a, b = input, mat2
     _need(a, 2, "mm", "input")
     _need(b, 2, "mm", "mat2")
     return matmul(a, b)
 
 
-def bmm(a, b):
+def bmm(input, mat2):  # noqa: A002
+    a, b = input, mat2
     _need(a, 3, "bmm", "input")
     _need(b, 3, "bmm", "mat2")
     if a.shape[0] != b.shape[0]:
@@ -261,16 +263,19 @@ def norm(x, p="fro", dim=None, keepdim=False):
     return where(zero, 0.0, where(zero, 1.0, s) ** (1.0 / p))
 
 
-def var_mean(x, dim=None, *, correction=1, keepdim=False):
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(var, mean) with var's arguments (torch.var_mean, its unbiased overloads too)."""
     x = _tensor(x, "var_mean")
-    return (x.var(dim, correction=correction, keepdim=keepdim),
-            x.mean(dim, keepdim=keepdim))
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return (x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
-def std_mean(x, dim=None, *, correction=1, keepdim=False):
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = _tensor(x, "std_mean")
-    return (x.std(dim, correction=correction, keepdim=keepdim),
-            x.mean(dim, keepdim=keepdim))
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return (x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
 def count_nonzero(x, dim=None):

@@ -378,7 +378,8 @@ def binary(name, a, b):
     return apply(OPS[name], t, scalar=s, reverse=not ta)
 
 
-def where(cond, a, b):
+def where(condition, input, other):  # noqa: A002 (torch's names)
+    cond, a, b = condition, input, other
     like = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
     if like is None:
         raise DTypeError("where needs at least one Tensor argument")

@@ -99,8 +99,9 @@ def frac(x):
     return x - trunc(x)
 
 
-def fmod(a, b):
+def fmod(input, other):  # noqa: A002 (torch's names)
     """The remainder of a / b with the sign of a (C's fmod, torch.fmod); % is torch.remainder."""
+    a, b = input, other
     if not any(isinstance(v, Tensor) for v in (a, b)):
         raise DTypeError("fmod needs at least one Tensor operand")
     if dt.result_type(a, b) is dt.bool_:       # a bool operand with a number promotes, as torch
@@ -109,8 +110,9 @@ def fmod(a, b):
     return binary("fmod", a, b)
 
 
-def atan2(a, b):
+def atan2(input, other):  # noqa: A002
     """The angle of the point (b, a) (torch.atan2(input, other)); integers are computed as float32."""
+    a, b = input, other
     if not any(isinstance(v, Tensor) for v in (a, b)):
         raise DTypeError("atan2 needs at least one Tensor operand")
     if not dt.result_type(a, b).is_floating:

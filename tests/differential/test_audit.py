@@ -353,3 +353,27 @@ def test_var_std_take_torchs_positional_unbiased_overloads(device):
                 np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
         with pytest.raises(DTypeError, match="unbiased or correction"):
             getattr(x, f)(1, True, correction=0)
+
+
+def test_torch_keyword_names(device):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+    t, x = torch.tensor(a), nr.tensor(a, device=device)
+    F, TF = nr.nn.functional, torch.nn.functional
+    pairs = [
+        (x.permute(dims=(2, 0, 1)), t.permute(dims=(2, 0, 1))),
+        (x.reshape(shape=(4, 6)), t.reshape(shape=(4, 6))),
+        (nr.where(condition=x > 1, input=x, other=0.0), torch.where(condition=t > 1, input=t,
+                                                                   other=0.0)),
+        (nr.fmod(x, other=0.3), torch.fmod(t, other=0.3)),
+        (nr.atan2(x, other=x + 1), torch.atan2(t, other=t + 1)),
+        (nr.mm(x[0], mat2=x[1].T), torch.mm(t[0], mat2=t[1].T)),
+        (nr.bmm(x, mat2=x.transpose(1, 2)), torch.bmm(t, mat2=t.transpose(1, 2))),
+        (nr.var_mean(x, 1, unbiased=False)[0], torch.var_mean(t, 1, unbiased=False)[0]),
+        (nr.std_mean(x, True)[0], torch.std_mean(t, True)[0]),
+        (F.cosine_similarity(x, x + 1, dim=2), TF.cosine_similarity(t, t + 1, dim=2)),
+    ]
+    for got, want in pairs:
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
+    with pytest.raises(nr.ShapeError, match="dims"):
+        x.permute(order=(0, 1, 2))
