@@ -309,11 +309,13 @@ ACT = {a.name: a for a in (
         # (where, not minimum(z, 0): that may return the 0 for z = -0.0, and elu(-0.0) is -0.0)
         np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.where(z > 0, 0, z))).astype(
             z.dtype, copy=False),
-               lambda xp, z: xp.where(z > 0, 1.0, xp.exp(xp.minimum(z, 0))).astype(z.dtype),
+               lambda xp, z: xp.where(z <= 0, xp.exp(xp.minimum(z, 0)), 1.0).astype(z.dtype),
                lambda xp, z: xp.where(z < 0, xp.exp(xp.minimum(z, 0)), 0.0).astype(z.dtype)),
-        wgsl=Code("select(expm1_s(z), z, z > 0.0)", "select(exp_s(min(z, 0.0)), 1.0, z > 0.0)",
+        # elu'(NaN) = 1, as torch (z <= 0 ? exp(z) : 1)
+        wgsl=Code("select(expm1_s(z), z, z > 0.0)",
+                  "select(1.0, exp_s(min(z, 0.0)), z <= 0.0 && !isnan_f(z))",
                   "select(0.0, exp_s(min(z, 0.0)), z < 0.0)"),
-        cuda=Code("z > C(0) ? z : expm1(z)", "z > C(0) ? C(1) : m_exp(z)",
+        cuda=Code("z > C(0) ? z : expm1(z)", "z <= C(0) ? m_exp(z) : C(1)",
                   "z < C(0) ? m_exp(z) : C(0)")),
     Act("softplus", "z",
         np=_np(_softplus,

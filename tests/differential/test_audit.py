@@ -377,3 +377,19 @@ def test_torch_keyword_names(device):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
     with pytest.raises(nr.ShapeError, match="dims"):
         x.permute(order=(0, 1, 2))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_elu_gradient_at_nan_as_torch(device, dtype):
+    vals = [NAN, -1.0, 0.0, -0.0, 2.0, -INF, INF, -10.0]
+    t = torch.tensor(vals, dtype=getattr(torch, dtype), requires_grad=True)
+    torch.nn.functional.elu(t).sum().backward()
+    x = _t(vals, dtype, device).requires_grad_()
+    nr.nn.functional.elu(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=2e-3 if dtype == "float16"
+                               else 1e-6)
+    b = _t([vals], dtype, device).requires_grad_()
+    nr.matmul_bias_activation(nr.ones((1, 1), dtype=dtype, device=device), b, None,
+                              "elu").sum().backward()
+    np.testing.assert_allclose(b.grad.numpy()[0], t.grad.numpy(), rtol=2e-3 if dtype ==
+                               "float16" else 1e-6)
