@@ -295,9 +295,9 @@ def _result_dtype(name, a, b):
 
 def _half(s):
     """A Python float rounded to float16, as torch rounds the scalar operand of a float16 op
-    (x == 0.1 holds where x = float16(0.1); x + 1e10 is x + inf; x % 0.1 is 0 there), except in
-    x * s, x / s, s / x, x // s and x ** s, which keep the scalar's precision. Pure Python: the
-    browser has no numpy."""
+    (x == 0.1 holds where x = float16(0.1); x + 1e10 is x + inf; x % 0.1 is 0 there; x ** 3.3
+    is x ** 3.30078), except in x * s, x / s, s / x and x // s, which keep the scalar's
+    precision. Pure Python: the browser has no numpy."""
     try:
         return struct.unpack("<e", struct.pack("<e", s))[0]
     except (OverflowError, struct.error):
@@ -369,7 +369,7 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
-    if d is dt.float16 and not (name in ("mul", "pow", "div") or name == "floor_divide" and ta):
+    if d is dt.float16 and not (name in ("mul", "div") or name == "floor_divide" and ta):
         s = _half(s)
     if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
         raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
