@@ -399,3 +399,17 @@ def test_elu_gradient_at_nan_as_torch(device, dtype):
                               "elu").sum().backward()
     np.testing.assert_allclose(b.grad.numpy()[0], t.grad.numpy(), rtol=2e-3 if dtype ==
                                "float16" else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("approximate", [None, "tanh"])
+def test_silu_and_gelu_tanh_underflow_to_negative_zero(device, dtype, approximate):
+    vals = [-1e4, -88.0, -89.0, -100.0, -300.0, -20.0, 3.0]
+    t = torch.tensor(vals, dtype=getattr(torch, dtype))
+    x = _t(vals, dtype, device)
+    F, TF = nr.nn.functional, torch.nn.functional
+    got, want = ((F.silu(x), TF.silu(t)) if approximate is None else
+                 (F.gelu(x, approximate="tanh"), TF.gelu(t, approximate="tanh")))
+    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-3 if dtype == "float16"
+                               else 1e-5, atol=1e-30)     # (torch underflows -2e-37 to -0)
