@@ -53,7 +53,8 @@ from .ops.nn_functional import cross_entropy, nll_loss, one_hot
 from .ops.losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,
                          l1_loss, mse_loss, smooth_l1_loss)
 from .ops.normalization import dropout, layer_norm, rms_norm
-from .ops.torch_aliases import clamp_max, clamp_min, get_default_dtype, is_tensor, numel, t
+from .ops.torch_aliases import (add, clamp_max, clamp_min, div, divide, get_default_dtype, is_tensor, mul,
+                                multiply, numel, sub, subtract, t, true_divide)
 from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bias_activation,
                               max_pool2d)

@@ -13,6 +13,8 @@ Tensors are known here only by their interface (`_data`, `_backend`, `grad_fn`, 
 """
 from __future__ import annotations
 
+import weakref
+
 from .errors import DeviceError, GradientError
 from .gradmode import backward_mode, is_create_graph, is_grad_enabled
 
@@ -22,7 +24,7 @@ class Node:
     inputs that need no gradient), `.saved_tensors`, and `.next_functions` like torch's."""
 
     __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "hooks",
-                 "retained", "versions", "edges", "__weakref__")
+                 "retained", "versions", "edges", "out_refs", "__weakref__")
 
     def __init__(self, op, args, attrs, outs, saved, out_dtypes):
         self.op, self.args, self.attrs = op, args, attrs
@@ -36,6 +38,7 @@ class Node:
         # each input's place in the graph as it was here: an in-place write re-points the
         # tensor object at a new node, but this node's gradient belongs to the old one
         self.edges = tuple((a.grad_fn, a._out_index, a.requires_grad) for a in args)
+        self.out_refs = None          # ((weakref to an output, its version), ...) when outs saved
 
     @property
     def name(self):
@@ -51,6 +54,14 @@ class Node:
     def _check_versions(self):
         """An input written in place after this node recorded it (x.add_(...), x[i] = v) would
         feed the VJP its new values: refuse, as torch does, where the VJP reads them."""
+        for ref, v in self.out_refs or ():           # the VJP reads the output (exp, sigmoid)
+            t = ref()
+            if t is not None and t._version != v:
+                raise GradientError(
+                    f"{self.name}: its output, which the gradient computation reads, was "
+                    f"modified by an in-place operation (a tensor of shape {t.shape} is at "
+                    f"version {t._version}; expected version {v}). Compute the new value out of "
+                    "place (y = y + 1) or .clone() the output before writing to it")
         if not self.op.vjp_reads_saved:
             return
         for a, v in zip(self.args, self.versions):
@@ -132,6 +143,8 @@ def apply(op, /, *args, **attrs):
         for i, t in enumerate(results):
             if t.dtype.is_floating:
                 t._requires_grad, t.grad_fn, t._out_index = True, node, i
+        if op.save_out:
+            node.out_refs = tuple((weakref.ref(t), t._version) for t in results)
     return results if multi else results[0]
 
 

@@ -70,6 +70,7 @@ fn sigmoid_d_s(x: f32) -> f32 {
 fn tanh_s(x: f32) -> f32 {
     let ax = abs(x);
     if (ax < 0.625) {
+        if (x == 0.0) { return x; }            // tanh(-0) = -0 (x + x s q gives +0)
         let s = x * x;
         var q = -0.00569737097248435;
         q = q * s + 0.020630160346627235;
@@ -169,14 +170,15 @@ fn gelu_s(z: f32) -> f32 {
 // silu(z) = z sigmoid(z) = z e / (1 + e), e = exp(z): below -80, 1 + e rounds to 1 and z e is
 // formed as (z q) 2^k (a normal result where sigmoid(z) is subnormal).
 fn silu_s(z: f32) -> f32 {
-    if (z < -80.0) { return select(mul_exp(z, z), nan_f32(), isinf_f(z)); }   // -inf * 0, as torch
+    // -inf * 0 = NaN, as torch; -abs: an underflow is -0 (z < 0), as torch (mul_exp lost the sign)
+    if (z < -80.0) { return select(-abs(mul_exp(z, z)), nan_f32(), isinf_f(z)); }
     return z * sigmoid_s(z);
 }
 
 // gelu_tanh(z) = z sigmoid(2u), the same way in the lower tail.
 fn gelu_tanh_s(z: f32) -> f32 {
     let v = 2.0 * GELU_C * (z + GELU_A * z * z * z);
-    if (v < -80.0) { return select(mul_exp(z, v), nan_f32(), isinf_f(z)); }   // -inf * 0
+    if (v < -80.0) { return select(-abs(mul_exp(z, v)), nan_f32(), isinf_f(z)); }   // as silu_s
     return z * sigmoid_s(v);
 }
 

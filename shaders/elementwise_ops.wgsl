@@ -211,7 +211,7 @@ fn unary_expm1(x: C) -> C { return C(expm1_s(f32(x))); }
 fn unary_rsqrt(x: C) -> C {
     let f = f32(x);
     if (f < 0.0) { return C(nan_f32()); }
-    if (f == 0.0) { return C(inf_f32()); }
+    if (f == 0.0) { return C(1.0 / f); }           // -0 -> -inf, +0 -> +inf (IEEE rsqrt, torch)
     return C(1.0 / sqrt(f));
 }
 fn unary_bitwise_not(x: C) -> C { return bitcast<C>(~bitcast<i32>(x)); }

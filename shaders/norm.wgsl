@@ -45,9 +45,13 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
         let xb = mu(W_OFFSET_X) + r * n;
         var m = 0.0;
         if (!RMS) {
+            // sums of x - x[0]: a row far from 0 (1000 +- 1) loses no digits to its offset in
+            // the running sums (the mean's error was 10x torch's in the normalised values)
+            var x0 = 0.0;
+            if (r < rows) { x0 = f32(x[xb]); }
             var s = 0.0;
-            for (var j = lane; j < end; j = j + LANES) { s = s + f32(x[xb + j]); }
-            m = row_sum(s, lid) / nf;
+            for (var j = lane; j < end; j = j + LANES) { s = s + (f32(x[xb + j]) - x0); }
+            m = x0 + row_sum(s, lid) / nf;
         }
         var s2 = 0.0;
         for (var j = lane; j < end; j = j + LANES) {

@@ -25,6 +25,10 @@ class Conv2d(Module):
         if isinstance(padding_mode, str) and padding_mode not in _core.PADDING_MODES:
             raise _core.ShapeError(f"padding_mode must be one of {_core.PADDING_MODES}, got "
                                    f"{padding_mode!r}")
+        for what, v in (("in_channels", in_channels), ("out_channels", out_channels),
+                        ("groups", groups)):
+            if not hasattr(v, "__index__") or v.__index__() < 0:
+                raise _core.ShapeError(f"Conv2d: {what} must be a non-negative int, got {v!r}")
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise _core.ShapeError(f"in_channels ({in_channels}) and out_channels "
                                    f"({out_channels}) must be divisible by groups ({groups})")

@@ -24,6 +24,9 @@ class Linear(Module):
             raise _core.NumrError(f"Linear(in, out, bias, activation): bias must be a bool, got "
                                   f"{bias!r}; pass the activation by name: activation={bias!r}")
         _core.get_act(activation)
+        for what, v in (("in_features", in_features), ("out_features", out_features)):
+            if not hasattr(v, "__index__") or v.__index__() < 0:
+                raise _core.ShapeError(f"Linear: {what} must be a non-negative int, got {v!r}")
         self.in_features, self.out_features = in_features, out_features
         self.activation = activation
         bound = 1.0 / math.sqrt(in_features) if in_features else 0.0

@@ -10,7 +10,7 @@ import math
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..creation import arange, full, zeros
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods
 from .elementwise import maximum, minimum, where
@@ -65,6 +65,9 @@ def roll(x, shifts, dims=None):
             raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
     shifts, dims = _dims(shifts, "roll shift"), _dims(dims, "roll")
+    if x.ndim == 0 and dims:
+        raise IndexOutOfRangeError(f"roll: dims {dims} given for a 0-d tensor, which has no dims "
+                                   "(leave dims=None to roll it)")
     if len(shifts) != len(dims):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
     out = x
@@ -133,13 +136,15 @@ def _need(t, ndim, name, what):
         raise ShapeError(f"{name}: {what} must be {ndim}-D, got shape {t.shape}")
 
 
-def mm(a, b):
+def mm(input, mat2):  # noqa: A002 (torch's names)
+    a, b = input, mat2
     _need(a, 2, "mm", "input")
     _need(b, 2, "mm", "mat2")
     return matmul(a, b)
 
 
-def bmm(a, b):
+def bmm(input, mat2):  # noqa: A002
+    a, b = input, mat2
     _need(a, 3, "bmm", "input")
     _need(b, 3, "bmm", "mat2")
     if a.shape[0] != b.shape[0]:
@@ -238,6 +243,8 @@ def norm(x, p="fro", dim=None, keepdim=False):
     if not x.dtype.is_floating:
         raise DTypeError(f"norm needs a floating-point tensor, got {x.dtype.name}; convert it "
                          "with .float()")
+    if x.dtype is dt.float16:             # accumulated in float32, as torch (70000 ones: 264.5)
+        return norm(x.astype(dt.float32), p, dim, keepdim).astype(dt.float16)
     axis, keep = axis_args(dim, None, keepdim, False)
     if p in ("fro", 2, 2.0):
         s = (x * x).sum(axis, keepdims=keep)
@@ -256,14 +263,19 @@ def norm(x, p="fro", dim=None, keepdim=False):
     return where(zero, 0.0, where(zero, 1.0, s) ** (1.0 / p))
 
 
-def var_mean(x, dim=None, *, correction=1, keepdim=False):
-    return (x.var(dim, correction=correction, keepdim=keepdim),
-            x.mean(dim, keepdim=keepdim))
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(var, mean) with var's arguments (torch.var_mean, its unbiased overloads too)."""
+    x = _tensor(x, "var_mean")
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return (x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
-def std_mean(x, dim=None, *, correction=1, keepdim=False):
-    return (x.std(dim, correction=correction, keepdim=keepdim),
-            x.mean(dim, keepdim=keepdim))
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _tensor(x, "std_mean")
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return (x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
 def count_nonzero(x, dim=None):

@@ -7,6 +7,9 @@ kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/element
 """
 from __future__ import annotations
 
+import math
+import struct
+
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
@@ -261,10 +264,9 @@ def _is_bool(x):
 
 
 def _check_int_pow(a, b):
-    """Integers to negative integer powers are refused (as torch does); the exponent's values
-    are read for a tensor exponent, before the op runs."""
-    neg = (b < 0) if not isinstance(b, Tensor) else bool((b < 0).astype(dt.int32).sum().item())
-    if neg:
+    """A negative scalar exponent of an integer base is refused (as torch does); a tensor
+    exponent's negative entries are computed as torch does (_int_pow)."""
+    if not isinstance(b, Tensor) and b < 0:
         raise DTypeError("pow: integers to negative integer powers are not allowed; convert the "
                          "base to a float dtype first (x.float() ** n)")
 
@@ -291,6 +293,38 @@ def _result_dtype(name, a, b):
     return d
 
 
+def _half(s):
+    """A Python float rounded to float16, as torch rounds the scalar operand of a float16 op
+    (x == 0.1 holds where x = float16(0.1); x + 1e10 is x + inf; x % 0.1 is 0 there; x ** 3.3
+    is x ** 3.30078), except in x * s, x / s, s / x and x // s, which keep the scalar's
+    precision. Pure Python: the browser has no numpy."""
+    try:
+        return struct.unpack("<e", struct.pack("<e", s))[0]
+    except (OverflowError, struct.error):
+        return math.copysign(math.inf, s)
+
+
+def _int_pow(a, b, d):
+    """Integer a ** b for an integer tensor b, as torch: where b < 0 the power is 1 for a = 1,
+    +-1 for a = -1 and 0 otherwise (no readback of the exponent)."""
+    a = as_tensor(a, b, d) if not isinstance(a, Tensor) else a.astype(d)
+    b = b.astype(d)
+    neg = b < 0
+    pos = apply(OPS["pow"], *_same_device(a, where(neg, 0, b)))
+    odd = (b % 2) == 1
+    small = where(a == 1, 1, where(a == -1, where(odd, -1, 1), 0))
+    return where(neg, small, pos).astype(d)
+
+
+def _same_device(a, b):
+    if a.device != b.device:
+        check_same_device(a, b)
+    sa, sb = a._data.shape, b._data.shape
+    if sa != sb:
+        check_output_size(a, sh.broadcast_shapes(sa, sb), a.dtype, "pow")
+    return a, b
+
+
 def binary(name, a, b):
     """Elementwise binary op with broadcasting, torch's type promotion and Python scalars."""
     if name == "pow" and _is_bool(a) and _is_bool(b):         # torch: bool ** bool is bool
@@ -299,6 +333,10 @@ def binary(name, a, b):
                              "with .astype('int32')")
         cast = [x.astype(dt.int32) if isinstance(x, Tensor) else int(x) for x in (a, b)]
         return binary("pow", *cast).astype(dt.bool_)
+    if name == "pow" and isinstance(b, Tensor) and not b.dtype.is_floating:
+        d = dt.result_type(a, b)
+        if not d.is_floating and d is not dt.bool_:
+            return _int_pow(a, b, d)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         if a.device != b.device:
@@ -331,6 +369,8 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
+    if d is dt.float16 and not (name in ("mul", "div") or name == "floor_divide" and ta):
+        s = _half(s)
     if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
         raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
                          "(-2**31..2**31-1); use a float scalar or convert the tensor with "
@@ -338,7 +378,8 @@ def binary(name, a, b):
     return apply(OPS[name], t, scalar=s, reverse=not ta)
 
 
-def where(cond, a, b):
+def where(condition, input, other):  # noqa: A002 (torch's names)
+    cond, a, b = condition, input, other
     like = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
     if like is None:
         raise DTypeError("where needs at least one Tensor argument")

@@ -78,15 +78,31 @@ def _take(x, dim, index1d):
     return apply(OPS["gather"], x, index1d.reshape(view).expand(shape), axis=dim)
 
 
-def embedding(indices, weight):
-    """weight's rows at `indices` (any shape): out has shape indices.shape + (dim,)."""
+def embedding(indices, weight, padding_idx=None):
+    """weight's rows at `indices` (any shape): out has shape indices.shape + (dim,); the row
+    padding_idx gets no gradient (torch's padding_idx)."""
     if not isinstance(weight, Tensor):
         raise DTypeError(f"embedding: weight must be a Tensor, got {type(weight).__name__}")
     indices = _index_tensor(indices, weight, "embedding")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+    pad = padding_index(padding_idx, weight.shape[0])
     _check_range(indices, weight.shape[0], "embedding")
-    return _take(weight, 0, indices.reshape(-1)).reshape(indices.shape + (weight.shape[1],))
+    out = _take(weight, 0, indices.reshape(-1)).reshape(indices.shape + (weight.shape[1],))
+    if pad is not None and out.requires_grad:       # same values; no gradient from those rows
+        out = where((indices == pad).unsqueeze(-1), out.detach(), out)
+    return out
+
+
+def padding_index(padding_idx, n):
+    """torch's padding_idx: None, or an int in [-n, n) (negative counts from the end)."""
+    if padding_idx is None:
+        return None
+    p = sh.as_int(padding_idx, "embedding padding_idx")
+    if not -n <= p < n:
+        raise IndexOutOfRangeError(f"embedding: padding_idx {p} must be within "
+                                   f"num_embeddings ({n}): -{n} <= padding_idx < {n}")
+    return p % n
 
 
 def flip(x, dims):
@@ -149,7 +165,8 @@ def getitem(x, index):
         raise ShapeError("only one index tensor per indexing expression is supported; index "
                          "step by step, or use gather")
     k = adv[0]
-    idx = items[k] if isinstance(items[k], Tensor) else tensor(items[k], device=x.device)
+    idx = items[k] if isinstance(items[k], Tensor) else \
+        tensor(items[k], device=x.device, dtype="int32" if _flat(items[k]) == [] else None)
     check_same_device(x, idx)
     if idx.dtype is dt.bool_:
         if len(items) != 1:

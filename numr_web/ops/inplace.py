@@ -22,6 +22,7 @@ from .common import attach_methods, as_tensor
 from .elementwise import where
 from .registry import OPS
 from .shape_ops import expand, getitem as basic_getitem
+from .torch_functions import div_trunc as _div_trunc
 
 
 def _write(x, compute, what):
@@ -88,9 +89,7 @@ def _div(x, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return x // other
     if rounding_mode == "trunc":
-        q = x / other
-        return q.trunc().astype(q.dtype) if q.dtype.is_floating and x.dtype.is_floating else \
-            q.trunc().astype(dt.result_type(x, other))
+        return _div_trunc(x, other)
     raise DTypeError(f"div_: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 
@@ -144,7 +143,12 @@ def setitem(x, index, value):
         if isinstance(value, Tensor) and value.ndim:
             raise ShapeError("x[mask] = v takes a number or a 0-d tensor here; for a tensor of "
                              "values use nr.where(mask, values, x)")
-        return _write(x, lambda old: where(index, value, old), "x[mask] = v")
+        if isinstance(value, Tensor) and value.device != x.device:
+            raise DTypeError(f"x[mask] = v: v is on {value.device!r}, the tensor on "
+                             f"{x.device!r}; move it with v.to({x.device!r})")
+        # the value takes the tensor's dtype, as in torch (2.5 into an int32 tensor stores 2)
+        v = value.astype(x.dtype) if isinstance(value, Tensor) else as_tensor(value, x, x.dtype)
+        return _write(x, lambda old: where(index, v, old), "x[mask] = v")
     items = index if isinstance(index, tuple) else (index,)
     if any(isinstance(i, (Tensor, list)) for i in items):
         raise DTypeError("x[index] = v takes ints, slices, ..., None or one boolean mask of the "

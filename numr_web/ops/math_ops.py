@@ -84,6 +84,9 @@ def round(x, decimals=0):  # noqa: A001
         raise DTypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
     if decimals == 0 or not isinstance(x, Tensor) or not x.dtype.is_floating:
         return _round(x)
+    if decimals < 0:                 # torch divides by 10^-d (exact), not x * 10^d (inexact)
+        scale = 10.0 ** -decimals
+        return _round(x / scale) * scale
     scale = 10.0 ** decimals
     return _round(x * scale) / scale
 reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(n)
@@ -96,16 +99,20 @@ def frac(x):
     return x - trunc(x)
 
 
-def fmod(a, b):
+def fmod(input, other):  # noqa: A002 (torch's names)
     """The remainder of a / b with the sign of a (C's fmod, torch.fmod); % is torch.remainder."""
-    if _is_bool(a) or _is_bool(b):
+    a, b = input, other
+    if not any(isinstance(v, Tensor) for v in (a, b)):
+        raise DTypeError("fmod needs at least one Tensor operand")
+    if dt.result_type(a, b) is dt.bool_:       # a bool operand with a number promotes, as torch
         raise DTypeError("fmod of bool operands is not defined (as in torch); convert one with "
                          ".astype('int32')")
     return binary("fmod", a, b)
 
 
-def atan2(a, b):
+def atan2(input, other):  # noqa: A002
     """The angle of the point (b, a) (torch.atan2(input, other)); integers are computed as float32."""
+    a, b = input, other
     if not any(isinstance(v, Tensor) for v in (a, b)):
         raise DTypeError("atan2 needs at least one Tensor operand")
     if not dt.result_type(a, b).is_floating:
@@ -168,6 +175,8 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 def square(x):
     x = _tensor(x, "square")
+    if x.dtype is dt.bool_:                    # torch squares bools as integers (pow(x, 2))
+        x = x.astype(dt.int32)
     return x * x
 
 

@@ -38,16 +38,29 @@ def _float_input(x, what):
     return x
 
 
+def _number(v, what):
+    """A real number argument as a float (torch raises TypeError for anything else)."""
+    if isinstance(v, Tensor) and v.numel() == 1:
+        v = v.item()
+    try:
+        if isinstance(v, (str, bytes, complex)):
+            raise TypeError
+        return float(v)
+    except (TypeError, ValueError):
+        raise DTypeError(f"{what} must be a real number, got {v!r}") from None
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     _float_input(input, "leaky_relu")
+    negative_slope = _number(negative_slope, "leaky_relu: negative_slope")
     if negative_slope == 0.01:
         return activation(input, "leaky_relu")
-    return where(input > 0, input, input * float(negative_slope))
+    return where(input > 0, input, input * negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
     _float_input(input, "elu")
-    alpha = float(alpha)
+    alpha = _number(alpha, "elu: alpha")
     if alpha == 1.0:
         return activation(input, "elu")
     with no_grad():
@@ -58,7 +71,7 @@ def elu(input, alpha=1.0, inplace=False):
 def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch's)."""
     _float_input(input, "softplus")
-    beta, threshold = float(beta), float(threshold)
+    beta, threshold = _number(beta, "softplus: beta"), _number(threshold, "softplus: threshold")
     if beta == 1.0 and threshold == 20.0:
         return activation(input, "softplus")
     z = input * beta if beta != 1.0 else input
@@ -70,6 +83,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x clamped to [min_val, max_val]; the gradient passes strictly inside only (torch's)."""
     _float_input(input, "hardtanh")
+    min_val, max_val = _number(min_val, "hardtanh: min_val"), _number(max_val, "hardtanh: max_val")
     if min_val > max_val:
         raise ShapeError(f"hardtanh: min_val ({min_val}) must be at most max_val ({max_val})")
     lo, hi = float(min_val), float(max_val)

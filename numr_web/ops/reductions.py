@@ -65,6 +65,12 @@ def _all_if_empty(axis):
     return None if isinstance(axis, (tuple, list)) and not axis else axis
 
 
+def _tensor(x, name):
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    return x
+
+
 def reduce_op(op, x, axis=None, keepdims=False):
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op} expects a Tensor, got {type(x).__name__}")
@@ -119,12 +125,28 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else out.squeeze(dim)
 
 
-def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan."""
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance with torch's `correction` (1: Bessel's); N - correction <= 0 gives inf/nan.
+    torch's overloads: var(x, unbiased) (a bool first) and var(x, dim, unbiased, keepdim)."""
+    return _var(x, dim, correction, keepdim, unbiased, "var").astype(x.dtype)
+
+
+def _var(x, dim, correction, keepdim, unbiased, name):
+    """The variance, float16 computed in float32 (torch's accumulation type: the squares of a
+    float16 tensor overflow where the variance, or its square root, does not)."""
+    if isinstance(dim, bool):                  # var(x, True): the unbiased overload
+        dim, unbiased = None, dim
     if unbiased is not None:
+        if correction is not None:
+            raise DTypeError(f"{name}: give either unbiased or correction, not both")
         correction = 1 if unbiased else 0
+    correction = 1 if correction is None else correction
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
     if not x.dtype.is_floating:
-        raise DTypeError(f"var of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
+        raise DTypeError(f"{name} of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
+    if x.dtype is dt.float16:
+        x = x.astype(dt.float32)
     axes = sh.normalize_axes(_all_if_empty(dim), x.ndim)
     n = sh.prod(x.shape[a] for a in axes)
     d = x - x.mean(axes, keepdim=True) if axes else x * 0
@@ -150,8 +172,8 @@ def any_(x, dim=None, keepdim=False, *, axis=None, keepdims=False):
     return _count_nonzero(x, dim, keep) > 0
 
 
-def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _var(x, dim, correction, keepdim, unbiased, "std").sqrt().astype(x.dtype)
 
 
 def _maxmin(op, x, dim, keepdim, axis, keepdims):
@@ -215,12 +237,14 @@ def _softmax(x, dim, axis, log):
     return apply(OPS["softmax"], x, axis=axis, log=log)
 
 
-def softmax(x, dim=None, *, axis=None):
-    return _softmax(x, dim, axis, False)
+def softmax(x, dim=None, *, axis=None, dtype=None):
+    """torch.softmax; dtype casts the input first (torch's dtype=)."""
+    return _softmax(x if dtype is None else _tensor(x, "softmax").astype(dtype), dim, axis, False)
 
 
-def log_softmax(x, dim=None, *, axis=None):
-    return _softmax(x, dim, axis, True)
+def log_softmax(x, dim=None, *, axis=None, dtype=None):
+    return _softmax(x if dtype is None else _tensor(x, "log_softmax").astype(dtype), dim, axis,
+                    True)
 
 
 attach_methods(sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,

@@ -51,14 +51,25 @@ def _shape_args(shape):
     return shape
 
 
-def reshape(x, *shape):
+def _kw(kw, name, fn):
+    if set(kw) != {name}:
+        raise ShapeError(f"{fn}: unexpected keyword arguments {sorted(kw)}; give the sizes "
+                         f"positionally or as {name}=(...)")
+    return kw[name]
+
+
+def reshape(x, *shape, **kw):
+    if kw:                                        # x.reshape(shape=(...)), torch's keyword
+        shape = (_kw(kw, "shape", "reshape"),)
     new = sh.reshape_target(x.shape, _shape_args(shape))
     if new == x.shape and not x.requires_grad:
         return x
     return apply(OPS["reshape"], x, shape=new)
 
 
-def permute(x, *perm):
+def permute(x, *perm, **kw):
+    if kw:                                        # x.permute(dims=(...)), torch's keyword
+        perm = (_kw(kw, "dims", "permute"),)
     perm = tuple(sh.normalize_axis(p, x.ndim) for p in _shape_args(perm))
     if sorted(perm) != list(range(x.ndim)):
         raise ShapeError(f"permute: {perm} is not a permutation of the {x.ndim} axes of a "

@@ -5,11 +5,12 @@ and runs on every device); the argument checks are torch's. (mm, bmm, unbind, re
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
 from .elementwise import clamp
 from .shape_ops import transpose
+from .torch_functions import _add, _div, _sub
 
 
 def t(x):
@@ -38,6 +39,39 @@ def clamp_min(x, min):  # noqa: A002
 
 def clamp_max(x, max):  # noqa: A002
     return clamp(x, max=max)
+
+
+def _operand(name, x, other):
+    if not isinstance(x, Tensor) and not isinstance(other, Tensor):
+        raise DTypeError(f"{name} needs at least one Tensor operand, got {type(x).__name__} and "
+                         f"{type(other).__name__}")
+    return x
+
+
+def add(input, other, *, alpha=1):  # noqa: A002
+    """input + alpha other (torch.add)."""
+    return _add(_operand("add", input, other), other, alpha=alpha)
+
+
+def sub(input, other, *, alpha=1):  # noqa: A002
+    """input - alpha other (torch.sub / torch.subtract)."""
+    return _sub(_operand("sub", input, other), other, alpha=alpha)
+
+
+def mul(input, other):  # noqa: A002
+    return _operand("mul", input, other) * other
+
+
+def div(input, other, *, rounding_mode=None):  # noqa: A002
+    """input / other, optionally rounded ('floor' or 'trunc') (torch.div / torch.divide)."""
+    return _div(_operand("div", input, other), other, rounding_mode=rounding_mode)
+
+
+def true_divide(input, other):  # noqa: A002
+    return _operand("true_divide", input, other) / other
+
+
+subtract, multiply, divide = sub, mul, div
 
 
 def is_tensor(obj):

@@ -197,11 +197,14 @@ def logaddexp(a, b):
 def hypot(a, b):
     """sqrt(a^2 + b^2) without overflow or underflow in the squares (torch.hypot)."""
     a = _tensor(a, "hypot") if not isinstance(b, Tensor) else a
-    big, small = maximum(abs(a), abs(b)), minimum(abs(a), abs(b))
+    a, b = (x.astype(dt.int32) if isinstance(x, Tensor) and x.dtype is dt.bool_ else x for x in (a, b))
+    aa, ab = abs(a), abs(b)
+    big, small = maximum(aa, ab), minimum(aa, ab)
     safe = where(big == 0, 1.0, big)
     r = small / safe
     out = big * (r * r + 1).sqrt()
-    return where((big == math.inf) | (small == math.inf), math.inf, out)
+    # an infinite operand wins over a NaN one (C's hypot, torch): fmax skips the NaN
+    return where(fmax(aa, ab) == math.inf, math.inf, out)
 
 
 def fmax(a, b):
@@ -218,6 +221,8 @@ def randperm(n, *, generator=None, dtype="int32", device=None):
     n = sh.as_int(n, "randperm n")
     if n < 0:
         raise ShapeError(f"randperm: n must be non-negative, got {n}")
+    if n > 2 ** 31:
+        raise DTypeError(f"randperm: n = {n} has values beyond int32, the widest integer dtype")
     rng = random.Random(resolve_seed(None, generator))
     perm = list(range(n))
     rng.shuffle(perm)
@@ -243,10 +248,19 @@ def _div(x, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return x // other
     if rounding_mode == "trunc":
-        q = x / other
-        return q.trunc() if (x.dtype.is_floating or dt.result_type(x, other).is_floating) \
-            else q.trunc().astype(dt.result_type(x, other))
+        return div_trunc(x, other)
     raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+
+
+def div_trunc(x, other):
+    """x / other rounded towards zero (torch's rounding_mode='trunc')."""
+    if dt.result_type(x, other).is_floating:
+        return (x / other).trunc()
+    # integers: the floor quotient moved one towards zero where the division is inexact and the
+    # signs differ (exact for every int32; a float32 quotient is not, above 2**24)
+    q = x // other
+    fix = ((q * other) != x) & ((x < 0) != (other < 0))
+    return q + fix.astype(q.dtype)
 
 
 def _unflatten(x, dim, sizes):

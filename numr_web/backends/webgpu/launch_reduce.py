@@ -68,7 +68,7 @@ def plan(kind, R, n_out, nr, dense_kept, budget):
         if kind != "reduce":
             raise BackendLimitError(
                 f"{kind} over {R} elements per row exceeds this adapter's shader loop limit "
-                f"(~{budget // per_elem} elements; Mesa llvmpipe); use a GPU adapter")
+                f"(~{half // per_elem} elements; Mesa llvmpipe); use a GPU adapter")
         return "dense_first", 1, R
     wg_ok = not budget or (-(-R // WG)) * per_elem + 64 < half
     if R >= 256 and n_out < 4096 and not dense_kept and wg_ok:
