@@ -101,6 +101,9 @@ def test_every_kernel_family_compiles_with_nvrtc():
         for op in G.BIN_OPS:
             names += [G.ew(ct, G.bin_op(op), 2, 4, 1), G.ews(ct, G.bin_op(op), True, 4, 1)]
         names.append(G.seg_sum(ct))
+        names += [G.attention(k, ct, 32, m) for k in ("attn_fwd", "attn_bwd_dq", "attn_bwd_dkv")
+                  for m in (0, 1, 2)]
+    names += [G.attention(k, "float", 128, 2) for k in ("attn_fwd", "attn_bwd_dq", "attn_bwd_dkv")]
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)
@@ -108,6 +111,10 @@ def test_every_kernel_family_compiles_with_nvrtc():
         name = entry.split("(")[0]
         if re.match(r"_Z\d+(ew|bias_act|bwd_db|seg_sum)I[ft]", name):
             assert ".f64" not in entry, name
+        if re.match(r"_Z\d+attn_[a-z_]+I[ft]", name):    # the scale: a double, converted once
+            f64 = [ln.strip() for ln in entry.splitlines() if ".f64" in ln and not ln.strip()
+                   .startswith((".param .f64", ".reg .f64", "ld.param.f64", "cvt.rn.f32.f64"))]
+            assert not f64, (name, f64[:3])
 
 
 # -- the generated formulas, evaluated on the host ---------------------------------------------------------

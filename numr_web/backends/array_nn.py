@@ -78,7 +78,7 @@ class ArrayNN:
     # -- attention ---------------------------------------------------------------------------------
     def _scores(self, q, k, mask, causal, scale):
         xp = self.xp
-        s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
+        s = self._gemm(q, xp.swapaxes(k, -1, -2)) * scale
         if causal:
             tq, tk = s.shape[-2], s.shape[-1]
             keep = xp.arange(tk)[None, :] <= xp.arange(tq)[:, None]   # torch: tril, top-left aligned
@@ -98,7 +98,7 @@ class ArrayNN:
         # a row whose keys are all masked (m = -inf) gives 0, as torch 2.x, not exp(-inf + inf)
         p = xp.exp(s - xp.where(m == -xp.inf, 0, m))
         l = p.sum(axis=-1, keepdims=True)
-        out = xp.matmul(p / xp.where(l == 0, 1, l), vw)
+        out = self._gemm(p / xp.where(l == 0, 1, l), vw)
         lse = (m + xp.log(l))[..., 0]             # -inf for such a row
         return self._asarray(out, q.dtype), self._asarray(lse, q.dtype)
 
@@ -109,12 +109,12 @@ class ArrayNN:
         lse = self._widen(lse)[..., None]
         p = xp.exp(s - xp.where(lse == -xp.inf, 0, lse))    # the probabilities, recomputed
                                                              # (0 in a fully masked row)
-        dv = xp.matmul(xp.swapaxes(p, -1, -2), dow)
-        dp = xp.matmul(dow, xp.swapaxes(vw, -1, -2))
+        dv = self._gemm(xp.swapaxes(p, -1, -2), dow)
+        dp = self._gemm(dow, xp.swapaxes(vw, -1, -2))
         delta = (dow * self._widen(out)).sum(axis=-1, keepdims=True)
         ds = p * (dp - delta)
-        dq = xp.matmul(ds, kw) * scale
-        dk = xp.matmul(xp.swapaxes(ds, -1, -2), qw) * scale
+        dq = self._gemm(ds, kw) * scale
+        dk = self._gemm(xp.swapaxes(ds, -1, -2), qw) * scale
         return tuple(self._asarray(t, q.dtype) for t in (dq, dk, dv))
 
     # -- convolution -------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ dispatch generated from the table by codegen.py, launched through launch.py):
     from per-block partial column sums written by that same kernel and one small reduction;
   * binary add / sub / mul / div of same-shape dense arrays, or with a Python number: one
     pre-bound kernel launch instead of CuPy's ufunc machinery;
-  * scatter_add: deterministic (sorted keys, one in-order sum per target; no float atomics).
+  * scatter_add: deterministic (sorted keys, one in-order sum per target; no float atomics);
+  * attention / attention_backward: fused flash-style kernels (attention.cu, launched by
+    attention.py): one kernel forward, two backward, no T x T scores in memory.
 
 float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
 against the GPU's memory before anything is allocated (max_elements), so a bad size is a typed
@@ -30,6 +32,7 @@ from ...errors import BackendLimitError, KernelError
 from ...ops.activations import ACT
 from ..array_backend import ArrayBackend
 from . import codegen as G
+from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
 
@@ -87,6 +90,7 @@ class CudaBackend(ArrayBackend):
             self._blas = None
             self._blas_why = (f"cupy.matmul (direct cuBLAS unavailable: {type(e).__name__}: {e}; "
                               "steps with GEMMs cannot be captured)")
+        self._attention = Attention(self)
         self.capturing = False        # set by graphs.py while a step is being recorded
         self._recording = None
         self._tf32 = None
@@ -408,6 +412,15 @@ class CudaBackend(ArrayBackend):
             return dz.copy()
         acc = self.xp.float32 if dz.dtype == self._half else dz.dtype
         return _as_rows(dz).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)
+
+    # -- attention (the composed form of array_nn where the fused kernels do not reach) ----------------
+    def attention(self, q, k, v, mask, causal, scale):
+        return (self._attention.forward(q, k, v, mask, causal, scale)
+                or super().attention(q, k, v, mask, causal, scale))
+
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        return (self._attention.backward(do, q, k, v, out, lse, mask, causal, scale)
+                or super().attention_backward(do, q, k, v, out, lse, mask, causal, scale))
 
     # -- indexing ------------------------------------------------------------------------------------
     def scatter_add(self, shape, axis, index, src):

@@ -19,6 +19,7 @@ from pathlib import Path
 from ...ops.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
+ATTENTION_CU = Path(__file__).with_name("attention.cu")     # appended: it uses kernels.cu's IO<S>
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -64,7 +65,7 @@ def _dispatch(fn):
     for i, act in enumerate(rows):
         kw = "if constexpr" if i == 0 else "else if constexpr"
         lines.append(f"    {kw} (A == {act.code}) return act_{act.name}_{fn}({_ARGS[fn]});")
-    lines.append(f'    else {{ static_assert(A >= 0 && A < NUMR_N_ACT, "no such activation row"); '
+    lines.append('    else { static_assert(A >= 0 && A < NUMR_N_ACT, "no such activation row"); '
                  "return C(0); }")
     lines.append("}")
     return "\n".join(lines)
@@ -85,11 +86,12 @@ def activation_source():
 
 @functools.lru_cache(maxsize=1)
 def source():
-    """The whole CUDA source: kernels.cu with the generated activations at the marker."""
+    """The whole CUDA source: kernels.cu with the generated activations at the marker, then
+    attention.cu."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")
-    return body.replace(MARKER, activation_source())
+    return body.replace(MARKER, activation_source()) + "\n" + ATTENTION_CU.read_text()
 
 
 def dump():
@@ -132,3 +134,8 @@ def bwd_db(ctype, code, v, u):
 
 def seg_sum(ctype):
     return f"seg_sum<{ctype}>"
+
+
+def attention(kernel, ctype, row_length, mask_kind):
+    """attention.cu's kernels: attn_fwd / attn_bwd_dq / attn_bwd_dkv."""
+    return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"
