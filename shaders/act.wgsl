@@ -204,6 +204,24 @@ fn gelu_dz(z: f32) -> f32 {
 fn gelu_tanh_u(z: f32) -> f32 { return GELU_C * (z + GELU_A * z * z * z); }
 fn gelu_tanh_du(z: f32) -> f32 { return GELU_C * (1.0 + 3.0 * GELU_A * z * z); }
 
+// log(x) for normal x > 0, within 1 ulp (musl's logf): x = 2^k (1 + f), f in [sqrt(2)/2 - 1,
+// sqrt(2) - 1], log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)), s = f / (2 + f). The builtin may be far
+// less accurate (WGSL allows an absolute error of 2^-21 on [0.5, 2]: 16 ulp at log(1.5)).
+// +inf and NaN return themselves; 0, negatives and subnormals are the caller's.
+fn log_s(x: f32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return x; }
+    var ix = bitcast<u32>(x) + (0x3f800000u - 0x3f3504f3u);
+    let k = f32(i32(ix >> 23u) - 0x7f);
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    let f = bitcast<f32>(ix) - 1.0;
+    let s = f / (2.0 + f);                       // its rounding is scaled down by f^2 below
+    let z = s * s;
+    let w = z * z;
+    let r = z * (0.66666662693 + w * 0.28498786688) + w * (0.40000972152 + w * 0.24279078841);
+    let hfsq = 0.5 * f * f;
+    return s * (hfsq + r) + k * 9.0580006145e-06 - hfsq + f + k * 6.9313812256e-01;
+}
+
 // log(1 + x) for x > -1: near 0 as 2 atanh(s), s = x / (2 + x) (no cancellation; a series in s^2
 // good to f32 rounding for |s| <= 0.172); elsewhere log(1 + x), whose rounding is harmless there.
 // (No (1 + x) - 1 trick: compilers may fold it to x.)
@@ -215,7 +233,7 @@ fn log1p_s(x: f32) -> f32 {
                 + s2 * 0.0909090909))));
         return 2.0 * s * p;
     }
-    return log(1.0 + x);
+    return log_s(1.0 + x);
 }
 
 // exp(x) - 1: a Taylor polynomial for |x| < 0.35 (no cancellation); elsewhere from exp_parts,

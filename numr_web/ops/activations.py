@@ -267,7 +267,7 @@ ACT = {a.name: a for a in (
         wgsl=Code("silu_s(z)",
                   "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
-        cuda=Code("z * sigm(z)", "sigm(z) * (C(1) + z * sigm(-z))",
+        cuda=Code("z < C(K_TAIL) ? mul_exp(z, z) : z * sigm(z)", "sigm(z) * (C(1) + z * sigm(-z))",
                   "C s = sigm(z), q = sigm(-z); return s * q * (C(2) + z * (q - s));")),
     Act("gelu", "z",
         np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
@@ -329,14 +329,15 @@ ACT = {a.name: a for a in (
                   "z >= C(20) ? C(0) : sigm(z) * sigm(-z)")),
     Act("mish", "z",
         np=_np(lambda xp, z: z * xp.tanh(_softplus(xp, z)), _mish_dz, _mish_d2),
-        wgsl=Code("z * tanh_s(softplus_s(z))",
+        # the lower tail as z exp(z): softplus(z) = exp(z) is subnormal there and may be flushed
+        wgsl=Code("select(z * tanh_s(softplus_s(z)), mul_exp(z, z), z < -80.0)",
                   "let sp = softplus_s(z);\n"
                   "    return tanh_s(sp) + z * sech2_s(sp) * sigmoid_s(z);",
                   "let sp = softplus_s(z);\n"
                   "    let t = tanh_s(sp);\n"
                   "    let q = sig_pair(z);\n"
                   "    return sech2_s(sp) * (2.0 * q.x + z * q.x * (q.y - 2.0 * t * q.x));"),
-        cuda=Code("z * m_tanh(softplus_f(z))",
+        cuda=Code("z < C(K_TAIL) ? mul_exp(z, z) : z * m_tanh(softplus_f(z))",
                   "C sp = softplus_f(z); return m_tanh(sp) + z * sech2(sp) * sigm(z);",
                   "C sp = softplus_f(z), t = m_tanh(sp), s = sigm(z);\n"
                   "    return sech2(sp) * (C(2) * s + z * s * (sigm(-z) - C(2) * t * s));")),

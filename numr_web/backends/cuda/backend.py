@@ -235,6 +235,12 @@ class CudaBackend(ArrayBackend):
                     return self._bin_scalar(ct, op, b, a, True)
         return super().binary(op, a, b)
 
+    def unary(self, op, h):
+        if op == "neg" and h.dtype.kind == "f":    # a sign-bit flip: CUDA's negation leaves a NaN
+            bits = self.xp.dtype(f"u{h.dtype.itemsize}")             # operand's sign as it was
+            return (h.view(bits) ^ bits.type(1 << (8 * h.dtype.itemsize - 1))).view(h.dtype)
+        return super().unary(op, h)
+
     def _bin(self, ct, op, a, b):
         out = self.xp.empty_like(a)
         n = out.size
