@@ -8,3 +8,4 @@ fn store4(v: vec4<C>) -> vec4<S> { return vec4<S>(v); }
 fn mad4(a: C, b: vec4<C>, c: vec4<C>) -> vec4<C> { return fma(vec4<C>(a), b, c); }
 // -x as a sign-bit flip: NVIDIA's compilers return a NaN operand of a negation unchanged
 fn neg_c(x: C) -> C { return bitcast<f32>(bitcast<u32>(x) ^ 0x80000000u); }
+fn round_s(v: C) -> C { return v; }

@@ -338,36 +338,61 @@ fn unary_act_ds(x: C) -> C { return act_ds_c(ACT, x); }
 fn binary_add(x: C, y: C) -> C { return x + y; }
 fn binary_sub(x: C, y: C) -> C { return x - y; }
 fn binary_mul(x: C, y: C) -> C { return x * y; }
-// x / y rounded correctly, as IEEE's (and torch's) division: WGSL allows 2.5 ulp, which NVIDIA's
-// Vulkan compiler takes. One correction q + r / y from the residual r = x - q y, computed to far
-// below an ulp: q y = qh yh + qh yl + ql yh + ql yl from 12-bit halves (cut by masking bits), each
-// product exact; x - qh yh is exact (Sterbenz) and the rest is summed with error-free two_sum.
-// Nothing there is a product feeding an addition that a contracted multiply-add could round
-// differently. Outside the ranges where every piece is a normal number, q is kept as it is.
-fn hi12(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }
-fn two_sum(a: f32, b: f32) -> vec2<f32> {               // a + b = s + e exactly (Knuth)
-    let s = a + b;
-    let a1 = s - b;
-    let b1 = s - a1;
-    return vec2<f32>(s, (a - a1) + (b - b1));
+// x / y rounded correctly (to nearest, ties to even), as IEEE's and torch's division. The `/`
+// of WGSL may be 2.5 ulp off, and is on NVIDIA's Vulkan compiler (x times an approximate 1 / y,
+// which is also flushed to 0 for |y| > 2^126); float corrections of it proved fragile under the
+// compiler's freedoms. So: the quotient of the 24-bit significands by integer long division (as
+// fmod_f), 25 bits and a sticky bit, rounded once. Subnormal operands and results are exact.
+fn div_norm(u: u32) -> vec2<i32> {                       // (significand with its leading 1, exponent)
+    var e = i32(u >> 23u);
+    var m = u & 0x7fffffu;
+    if (e == 0) {
+        e = 1;
+        loop { if ((m & 0x800000u) != 0u) { break; } m = m << 1u; e = e - 1; }
+    } else {
+        m = m | 0x800000u;
+    }
+    return vec2<i32>(i32(m), e);
 }
-fn div_f(x0: f32, y0: f32) -> f32 {
-    // a divisor past 2^126 scaled down by 2^4 (exact): its reciprocal would be subnormal,
-    // which NVIDIA's x * (1 / y) flushes to 0 (1 / 3e38 = 0 made 3e38 / 3e38 = 0)
-    let big = abs(y0) > 8.5e37;
-    let x = select(x0, x0 * 0.0625, big);
-    let y = select(y0, y0 * 0.0625, big);
-    let q = x / y;
-    let ax = abs(x);
-    let aq = abs(q);
-    if (!(ax >= 1e-22 && ax <= 1e37 && aq >= 1e-30 && aq <= 1e37)) { return q; }   // NaN too
-    let qh = hi12(q);
-    let ql = q - qh;
-    let yh = hi12(y);
-    let yl = y - yh;
-    let s1 = two_sum(x - qh * yh, -(qh * yl));
-    let s2 = two_sum(s1.x, -(ql * yh));
-    return q + (s2.x + ((s1.y + s2.y) - ql * yl)) / y;
+fn div_f(x: f32, y: f32) -> f32 {
+    let ux = bitcast<u32>(x);
+    let uy = bitcast<u32>(y);
+    let sign = (ux ^ uy) & 0x80000000u;
+    let ax = ux & 0x7fffffffu;
+    let ay = uy & 0x7fffffffu;
+    if (ax > 0x7f800000u || ay > 0x7f800000u || (ax == 0u && ay == 0u)
+        || (ax == 0x7f800000u && ay == 0x7f800000u)) { return nan_f32(); }
+    if (ax == 0x7f800000u || ay == 0u) { return bitcast<f32>(sign | 0x7f800000u); }
+    if (ax == 0u || ay == 0x7f800000u) { return bitcast<f32>(sign); }
+    let nx = div_norm(ax);
+    let ny = div_norm(ay);
+    var r = u32(nx.x);
+    let d = u32(ny.x);
+    var e = nx.y - ny.y + 127;
+    if (r < d) { r = r << 1u; e = e - 1; }                // quotient in [1, 2)
+    var q = 0u;
+    for (var i = 0; i < 25; i = i + 1) {                  // 24 bits and the rounding bit
+        q = q << 1u;
+        if (r >= d) { q = q | 1u; r = r - d; }
+        r = r << 1u;
+    }
+    let sticky = r != 0u;
+    var k = 1u;                                           // low bits of q below the result's last
+    if (e <= 0) {
+        if (e < -23) { return bitcast<f32>(sign); }       // below half the smallest subnormal
+        k = u32(1 - e) + 1u;
+        e = 0;
+    }
+    let lost = q & ((1u << k) - 1u);
+    let half = 1u << (k - 1u);
+    var m = q >> k;
+    if (lost > half || (lost == half && (sticky || (m & 1u) != 0u))) { m = m + 1u; }
+    if (e >= 255) { return bitcast<f32>(sign | 0x7f800000u); }
+    // a normal result: exponent e and the 23 stored bits (m = 2^24 after rounding carries into
+    // the exponent); a subnormal one (e = 0): m itself, which may round up into the smallest normal
+    let bits = select(u32(e) << 23u, 0u, e == 0) + select(m - 0x800000u, m, e == 0);
+    if (bits >= 0x7f800000u) { return bitcast<f32>(sign | 0x7f800000u); }
+    return bitcast<f32>(sign | bits);
 }
 fn binary_div(x: C, y: C) -> C {
     if (IS_INT) {

