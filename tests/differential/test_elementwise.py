@@ -114,7 +114,6 @@ def test_scalar_kinds_and_weak_0d(device, tdtype, name):
         else:
             tv, sv = (s.item() if isinstance(s, np.generic) else s), s
         if name in ("maximum",) and not isinstance(tv, torch.Tensor):
-            tv_t = torch.tensor(tv)
             continue  # torch.maximum takes tensors only
         try:
             want = OPS[name](torch.from_numpy(a.copy()), tv)
