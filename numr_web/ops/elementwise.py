@@ -21,6 +21,7 @@ from .activations import ACT, get_act
 from .act_higher import d3_vjp, dds_vjp
 from .common import (as_tensor, attach_methods, check_output_size, check_same_device,
                      sum_to_shape)
+from ._divmod import np_floor_divide as _np_floor_divide, np_remainder as _np_remainder
 from .registry import OPS, register
 
 
@@ -112,32 +113,7 @@ _binary("div", "true_divide", lambda g, a, b, n: (g / b, -(g * a) / (b * b)))
 _binary("pow", "power", _pow_grads, save_out=True)
 _binary("maximum", "maximum", lambda g, a, b, n: _maxmin_grads(g, a, b, True))
 _binary("minimum", "minimum", lambda g, a, b, n: _maxmin_grads(g, a, b, False))
-def _np_floor_divide(xp, a, b):
-    """torch's floor_divide (and numpy's, which CuPy's float kernel does not follow: inf // 0.1 is
-    inf there, NaN here): the quotient of a - fmod(a, b), which is exact, rounded to the integer
-    nearest its floor; a zero quotient takes the sign of a / b; b = 0 gives a / b."""
-    if not any(isinstance(v, float) or getattr(getattr(v, "dtype", None), "kind", "") == "f"
-               for v in (a, b)):
-        return xp.floor_divide(a, b)
-    mod = xp.fmod(a, b)
-    div = (a - mod) / b
-    div = xp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
-    fl = xp.floor(div)
-    fl = xp.where(div - fl > 0.5, fl + 1, fl)
-    fl = xp.where(div == 0, xp.copysign(0 * div, a / b), fl)
-    if not hasattr(b, "dtype"):                 # a Python number (CuPy's where takes no bool)
-        return a / b if b == 0 else fl
-    return xp.where(b == 0, a / b, fl)
-
-
 _binary("floor_divide", _np_floor_divide, lambda g, a, b, n: (g * 0, g * 0), reads=False)
-def _np_remainder(xp, a, b):
-    """torch's remainder: fmod, moved into the divisor's sign; a zero keeps fmod's sign (that
-    of a), where numpy's remainder gives the divisor's (-0.0 % 2 is -0.0 in torch, 0.0 in numpy)."""
-    r = xp.fmod(a, b)
-    return xp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
-
-
 _binary("remainder", _np_remainder, lambda g, a, b, n: (g, -(g * floor_divide(a, b))))
 _binary("bitwise_and", "bitwise_and", None)
 _binary("bitwise_or", "bitwise_or", None)
@@ -401,6 +377,9 @@ def where(condition, input, other):  # noqa: A002 (torch's names)
     like = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
     if like is None:
         raise DTypeError("where needs at least one Tensor argument")
+    if isinstance(cond, Tensor) and cond.dtype is not dt.bool_:
+        raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype.name} (as torch); "
+                         "compare it first, e.g. where(condition != 0, ...)")
     cond = as_tensor(cond, like)
     if cond.dtype is not dt.bool_:
         cond = cond != 0
