@@ -155,19 +155,17 @@ def _is_advanced(i):
 
 
 def getitem(x, index):
-    """Basic indexing (ints, slices, ..., None) plus one integer index tensor / list, or a
-    boolean mask (which reads the mask back: its result size depends on its values)."""
+    """Basic indexing (ints, slices, ..., None) plus integer index tensors / lists (broadcast
+    together), or a boolean mask (which reads the mask back: its result size depends on its
+    values)."""
     items = index if isinstance(index, tuple) else (index,)
     adv = [k for k, i in enumerate(items) if _is_advanced(i)]
     if not adv:
         return basic_getitem(x, index)
     if len(adv) > 1:
-        raise ShapeError("only one index tensor per indexing expression is supported; index "
-                         "step by step, or use gather")
+        return _multi_getitem(x, items, adv)
     k = adv[0]
-    idx = items[k] if isinstance(items[k], Tensor) else \
-        tensor(items[k], device=x.device, dtype="int32" if _flat(items[k]) == [] else None)
-    check_same_device(x, idx)
+    idx = _as_index(x, items[k])
     if idx.dtype is dt.bool_:
         if len(items) != 1:
             raise ShapeError("a boolean mask index must be the only index")
@@ -189,6 +187,52 @@ def getitem(x, index):
     flat = where(idx < 0, idx + n, idx).reshape(-1)
     out = _take(y, dim_y, flat)
     return out.reshape(y.shape[:dim_y] + idx.shape + y.shape[dim_y + 1:])
+
+
+def _as_index(x, item):
+    idx = item if isinstance(item, Tensor) else \
+        tensor(item, device=x.device, dtype="int32" if _flat(item) == [] else None)
+    check_same_device(x, idx)
+    return idx
+
+
+def _multi_getitem(x, items, adv):
+    """Several index tensors (torch's and numpy's advanced indexing): the basic indices first, then
+    the index tensors, broadcast together to B, pick elements of their dims; B takes the place of
+    those dims where they are adjacent in the basic result, else it leads (torch's rule)."""
+    idxs = [_as_index(x, items[k]) for k in adv]
+    for t in idxs:
+        if t.dtype.kind != "i":
+            raise DTypeError(f"index tensors must be int32 (a bool mask must be the only index), "
+                             f"got {t.dtype.name}")
+    y = basic_getitem(x, tuple(slice(None) if k in adv else i for k, i in enumerate(items)))
+    pos, d = [], 0                     # each advanced entry's dim in y
+    real = sum(1 for i in items if i is not None and i is not Ellipsis)
+    for k, i in enumerate(items):
+        if k in adv:
+            pos.append(d)
+        if i is Ellipsis:
+            d += x.ndim - real
+        elif not isinstance(i, int) or isinstance(i, bool):
+            d += 1
+    sizes = [y.shape[p] for p in pos]
+    if sh.prod(sizes) >= 2 ** 31:
+        raise ShapeError(f"indexing dims of sizes {sizes} together: more than 2^31 - 1 elements "
+                         "(int32 indices); index them step by step")
+    B = sh.broadcast_shapes(*[t.shape for t in idxs])
+    flat, stride = None, 1
+    for t, n in reversed(list(zip(idxs, sizes))):
+        _check_range(t, n, "index", negative_ok=True)
+        term = where(t < 0, t + n, t).expand(B) * stride
+        flat, stride = term if flat is None else flat + term, stride * n
+    rest = [p for p in range(y.ndim) if p not in pos]
+    rows = y.permute(pos + rest).reshape((sh.prod(sizes),) + tuple(y.shape[p] for p in rest))
+    out = _take(rows, 0, flat.reshape(-1)).reshape(B + rows.shape[1:])
+    if pos[-1] - pos[0] == len(pos) - 1 and pos[0]:      # adjacent: B where those dims were
+        nb, lead = len(B), pos[0]
+        out = out.permute([nb + i for i in range(lead)] + list(range(nb)) +
+                          [nb + i for i in range(lead, len(rest))])
+    return out
 
 
 def _mask_select(x, mask):
