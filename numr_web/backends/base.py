@@ -149,6 +149,10 @@ class Backend:
         """Whether h may share memory with another handle (a reshape, slice, expand...)."""
         raise NotImplementedError
 
+    def element_strides(self, h) -> tuple:
+        """h's strides, in elements (Tensor.stride())."""
+        raise NotImplementedError
+
     def copy(self, h):
         """A new dense handle with h's values."""
         raise NotImplementedError

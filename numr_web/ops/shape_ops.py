@@ -182,6 +182,28 @@ def contiguous(x):
     return x if not x._backend.is_view(x._data) else clone(x)
 
 
+def stride(x, dim=None):
+    """The element strides of the layout the backend holds (torch's Tensor.stride)."""
+    st = x._backend.element_strides(x._data)
+    return st if dim is None else st[sh.normalize_axis(dim, x.ndim)]
+
+
+def is_contiguous(x, memory_format=None):
+    """Whether x's elements are dense in row-major order (dims of size 1 and empty tensors
+    count as contiguous, as torch's)."""
+    if memory_format is not None and str(memory_format) != "torch.contiguous_format":
+        raise ShapeError(f"is_contiguous: only the row-major (contiguous) format exists here, got "
+                         f"memory_format={memory_format!r}")
+    if sh.prod(x.shape) == 0:
+        return True
+    expect = 1
+    for n, s in zip(reversed(x.shape), reversed(stride(x))):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
 def narrow(x, dim, start, length):
     dim = sh.normalize_axis(dim, x.ndim)
     start, length = sh.as_int(start, "start"), sh.as_int(length, "length")
@@ -242,4 +264,5 @@ attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpo
                expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
                T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
                flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
-               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)
+               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk,
+               stride=stride, is_contiguous=is_contiguous)
