@@ -250,8 +250,14 @@ def lerp(start, end, weight):
     return _tensor(start, "lerp") + weight * (end - start)
 
 
+def _rtruediv(x, other):
+    """other / x, where other is not a tensor, as torch's operator computes it: reciprocal(x) *
+    other (two roundings; torch.div and x / y are one true division)."""
+    return reciprocal(x) * other
+
+
 attach_methods(
-    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
+    __rtruediv__=_rtruediv, floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
     exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
     atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
     isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,

@@ -259,3 +259,16 @@ def test_where_needs_a_bool_condition_as_torch(device):
             nr.where(cond, 1.0, 0.0)
     same(nr.where(x != 0, x, -1.0).numpy(), torch.where(torch.tensor([True, False, True]),
                                                          torch.tensor([1.0, 0.0, 2.0]), -1.0).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "bool"])
+def test_number_divided_by_a_tensor_as_torch(device, dtype):
+    """s / x is torch's x.reciprocal() * s (torch/_tensor.py's __rtruediv__), bit for bit."""
+    r = np.random.default_rng(1)
+    a = {"bool": r.random(64) > 0.5, "int32": r.integers(-9, 9, 64).astype(np.int32)}.get(
+        dtype, (r.standard_normal(64) * 10).astype(dtype))
+    x, t = nr.tensor(a, device=device), torch.from_numpy(a)
+    for s in (0.3, 7, -2.5, True, 1 / 3):
+        got, want = (s / x), (s / t)
+        assert got.dtype.name == str(want.dtype).replace("torch.", "")
+        same(got.numpy(), want.numpy())
