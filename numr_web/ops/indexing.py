@@ -9,7 +9,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, tensor
-from ..errors import CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
+from ..errors import BackendLimitError, CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device
 from .elementwise import where
@@ -154,41 +154,84 @@ def _is_advanced(i):
     return isinstance(i, Tensor) or (isinstance(i, (list, tuple)) and not isinstance(i, str))
 
 
+def _as_index(i, x):
+    """An advanced index as a tensor on x's device; a python list is range-checked later on the
+    host (it is already there)."""
+    if isinstance(i, Tensor):
+        check_same_device(x, i)
+        return i
+    return tensor(i, device=x.device, dtype="int32" if _flat(i) == [] else None)
+
+
+def _y_dims(items, adv, ndim):
+    """The dims of basic_getitem(x, items with every advanced index a full slice) that the
+    advanced indices index (ints select first, None adds a dim, ... fills the rest; torch's rule)."""
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    dims, y = [], 0
+    for k, i in enumerate(items):
+        if i is Ellipsis:
+            y += ndim - consumed
+        elif k in adv:
+            dims.append(y)
+            y += 1
+        elif i is None or isinstance(i, slice):
+            y += 1
+    return dims
+
+
 def getitem(x, index):
-    """Basic indexing (ints, slices, ..., None) plus one integer index tensor / list, or a
-    boolean mask (which reads the mask back: its result size depends on its values)."""
+    """Basic indexing (ints, slices, ..., None) plus integer index tensors / lists (broadcast
+    together; torch's placement of their dims: where the first one is when they are adjacent,
+    else first), or a boolean mask (which reads the mask back: its result size depends on its
+    values). Every advanced index becomes one flat index into x's indexed dims: a gather, whose
+    gradient is a deterministic scatter-add."""
     items = index if isinstance(index, tuple) else (index,)
     adv = [k for k, i in enumerate(items) if _is_advanced(i)]
     if not adv:
         return basic_getitem(x, index)
-    if len(adv) > 1:
-        raise ShapeError("only one index tensor per indexing expression is supported; index "
-                         "step by step, or use gather")
-    k = adv[0]
-    idx = items[k] if isinstance(items[k], Tensor) else \
-        tensor(items[k], device=x.device, dtype="int32" if _flat(items[k]) == [] else None)
-    check_same_device(x, idx)
-    if idx.dtype is dt.bool_:
+    idxs = [_as_index(items[k], x) for k in adv]
+    if any(i.dtype is dt.bool_ for i in idxs):
         if len(items) != 1:
             raise ShapeError("a boolean mask index must be the only index")
-        return _mask_select(x, idx)
-    if idx.dtype.kind != "i":
-        raise DTypeError(f"index tensors must be int32 or bool, got {idx.dtype.name}")
-    # the dim the tensor indexes: count the real dims consumed by the basic indices before it
-    before = items[:k]
-    if any(i is Ellipsis for i in before):
-        dim = x.ndim - sum(1 for i in items[k + 1:] if i is not None and i is not Ellipsis) - 1
-    else:
-        dim = sum(1 for i in before if i is not None)
-    placeholder = items[:k] + (slice(None),) + items[k + 1:]
-    y = basic_getitem(x, placeholder)
-    dim_y = dim - sum(1 for i in before if isinstance(i, int)) + \
-        sum(1 for i in before if i is None)
-    n = y.shape[dim_y]
-    _check_range(idx, n, "index", negative_ok=True)
-    flat = where(idx < 0, idx + n, idx).reshape(-1)
-    out = _take(y, dim_y, flat)
-    return out.reshape(y.shape[:dim_y] + idx.shape + y.shape[dim_y + 1:])
+        return _mask_select(x, idxs[0])
+    for i in idxs:
+        if i.dtype.kind != "i":
+            raise DTypeError(f"index tensors must be int32 or bool, got {i.dtype.name}")
+    placeholder = tuple(slice(None) if k in adv else i for k, i in enumerate(items))
+    y = basic_getitem(x, placeholder)          # checks the basic indices (count, ints in range)
+    dims = _y_dims(items, adv, x.ndim)
+    sizes = [y.shape[d] for d in dims]
+    for k, i, n in zip(adv, idxs, sizes):
+        if isinstance(items[k], Tensor):
+            _check_range(i, n, "index", negative_ok=True)
+        else:                                  # a list: check it now, before any device work
+            bad = [v for v in _flat(items[k]) if not -n <= v < n]
+            if bad:
+                raise IndexOutOfRangeError(f"index {bad[0]} is out of range for a dimension of "
+                                           f"size {n} (valid: {-n}..{n - 1})")
+    try:
+        bshape = sh.broadcast_shapes(*(i.shape for i in idxs))
+    except ShapeError:
+        raise ShapeError("index tensors of shapes " + ", ".join(str(i.shape) for i in idxs) +
+                         " do not broadcast together") from None
+    total = sh.prod(sizes)
+    if total >= 2 ** 31:
+        raise BackendLimitError(f"the indexed dims hold {total} elements; int32 indices reach "
+                                "2**31 - 1: index step by step")
+    flat, stride = None, 1
+    for i, n in reversed(list(zip(idxs, sizes))):
+        term = where(i < 0, i + n, i)
+        term = term * stride if stride != 1 else term
+        flat = term if flat is None else flat + term
+        stride *= n
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if not adjacent:                           # the advanced dims go first, as torch / numpy
+        rest = [d for d in range(y.ndim) if d not in dims]
+        y, dims = y.permute(dims + rest), list(range(len(dims)))
+    d0 = dims[0]
+    rows = y.reshape(y.shape[:d0] + (total,) + y.shape[dims[-1] + 1:])
+    out = _take(rows, d0, flat.expand(bshape).reshape(-1))
+    return out.reshape(rows.shape[:d0] + bshape + rows.shape[d0 + 1:])
 
 
 def _mask_select(x, mask):
