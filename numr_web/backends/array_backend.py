@@ -152,7 +152,7 @@ class ArrayBackend(ArrayNN, Backend):
         ha = type(a) is nd or hasattr(a, "dtype")         # (a numpy scalar is a 0-d operand)
         hb = type(b) is nd or hasattr(b, "dtype")
         dtype = a.dtype if ha else b.dtype
-        if dtype is self._half:                            # computed in float32, rounded once
+        if dtype == self._half:                            # computed in float32, rounded once
             a, b = (self._widen(a) if ha else a), (self._widen(b) if hb else b)
         out = f(a, b)
         if self._compare is None:

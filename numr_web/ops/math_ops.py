@@ -94,6 +94,12 @@ reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(
 arcsin, arccos, arctan, fix = asin, acos, atan, trunc
 
 
+def _rdiv(x, other):
+    """other / x for a non-Tensor other, as torch computes it (Tensor.__rdiv__):
+    x.reciprocal() * other, two roundings (a true division differs by an ulp on some inputs)."""
+    return reciprocal(x) * other
+
+
 def frac(x):
     """x - trunc(x), with x's sign (torch.frac)."""
     return x - trunc(x)
@@ -258,5 +264,5 @@ attach_methods(
     nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
     logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,
     greater_equal=ge, less=lt, less_equal=le, not_equal=ne, isclose=isclose, allclose=allclose,
-    equal=equal, lerp=lerp, logical_not=logical_not,
+    equal=equal, lerp=lerp, logical_not=logical_not, __rtruediv__=_rdiv,
 )

@@ -1,0 +1,75 @@
+"""More regressions from the differential audit against torch: where's condition dtype, s / x
+as torch rounds it, clamp with NaN bounds, float16 division by a signed zero, signed zeros of the
+fused layer, and strides / contiguity."""
+import numpy as np
+import pytest
+import torch
+
+import numr_web as nr
+from numr_web.errors import DTypeError
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_where_refuses_a_non_bool_condition_as_torch(device, dtype):
+    cond = nr.tensor([1, 0], dtype=dtype, device=device)
+    with pytest.raises(RuntimeError):
+        torch.where(torch.tensor([1, 0], dtype=getattr(torch, dtype)), 1.0, 0.0)
+    with pytest.raises(DTypeError, match="bool"):
+        nr.where(cond, 1.0, 0.0)
+    assert nr.where(cond != 0, nr.tensor([1, 2], device=device), 0).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int32"])
+@pytest.mark.parametrize("s", [1.0, 3.3, 0.1, 7, -2, 0.0])
+def test_scalar_divided_by_tensor_rounds_as_torch(device, dtype, s):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(4096) * 10).astype(dtype) if dtype != "int32" else \
+        rng.integers(-50, 50, 4096).astype("int32")
+    if dtype != "int32":
+        x[:4] = [0.0, -0.0, INF, -INF]
+    ref = (s / torch.tensor(x)).numpy()
+    out = (s / nr.tensor(x, device=device)).numpy()
+    assert out.dtype == ref.dtype
+    np.testing.assert_array_equal(out, ref)            # exact: torch's reciprocal() * s
+    assert np.array_equal(np.signbit(out), np.signbit(ref))
+
+
+def test_scalar_divided_by_tensor_gradient(device):
+    x0 = np.array([0.5, -3.0, 7.0], dtype=np.float32)
+    tx = torch.tensor(x0, requires_grad=True)
+    (3.3 / tx).sum().backward()
+    x = nr.tensor(x0, device=device, requires_grad=True)
+    (3.3 / x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_division_by_signed_zero(device, dtype):
+    z = np.array([-0.0, 0.0, -0.0], dtype=dtype)
+    num = np.array([1.0, 1.0, -2.0], dtype=dtype)
+    for ref, out in [(1 / torch.tensor(z), 1 / nr.tensor(z, device=device)),
+                     (torch.tensor(num) / torch.tensor(z),
+                      nr.tensor(num, device=device) / nr.tensor(z, device=device)),
+                     (torch.tensor(z).reciprocal(), nr.tensor(z, device=device).reciprocal()),
+                     (torch.tensor(num) / -0.0, nr.tensor(num, device=device) / -0.0)]:
+        assert out.tolist() == ref.tolist()
+        assert out.tolist()[0] == -INF
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_clamp_with_nan_bounds_propagates_nan_as_torch(device, dtype):
+    x0 = np.array([1.0, NAN, -0.0, 0.0, -5.0, 5.0], dtype=dtype)
+    b0 = np.array([NAN, 0.0, 0.0, -0.0, NAN, -1.0], dtype=dtype)
+    tx, x = torch.tensor(x0), nr.tensor(x0, device=device)
+    tb, b = torch.tensor(b0), nr.tensor(b0, device=device)
+    for kw in [dict(min=NAN), dict(max=NAN), dict(min=NAN, max=1.0), dict(min=0.0),
+               dict(max=-0.0), dict(min=-1.0, max=NAN), dict(min=-0.0, max=0.0)]:
+        ref, out = torch.clamp(tx, **kw).numpy(), nr.clamp(x, **kw).numpy()
+        np.testing.assert_array_equal(out, ref)
+        assert np.array_equal(np.signbit(out), np.signbit(ref)), kw
+    for kw in [dict(min=tb), dict(max=tb), dict(min=tb, max=tb)]:
+        ref = torch.clamp(tx, **kw).numpy()
+        out = nr.clamp(x, **{k: b for k in kw}).numpy()
+        np.testing.assert_array_equal(out, ref)
