@@ -110,6 +110,9 @@ class ArrayBackend(ArrayNN, Backend):
     def is_view(self, h):
         return h.base is not None or not h.flags.c_contiguous
 
+    def strides(self, h):
+        return tuple(s // h.itemsize for s in h.strides)     # numpy / cupy count bytes
+
     def copy(self, h):
         return self.xp.array(h, copy=True, order="C")
 

@@ -149,6 +149,11 @@ class Backend:
         """Whether h may share memory with another handle (a reshape, slice, expand...)."""
         raise NotImplementedError
 
+    def strides(self, h):
+        """h's element strides (torch's x.stride(): 0 along a broadcast dim, permuted by a
+        transpose, scaled by a slice step)."""
+        raise NotImplementedError
+
     def copy(self, h):
         """A new dense handle with h's values."""
         raise NotImplementedError

@@ -182,6 +182,27 @@ def contiguous(x):
     return x if not x._backend.is_view(x._data) else clone(x)
 
 
+def stride(x, dim=None):
+    """Element strides of x's layout as torch reports them: a view (transpose, slice, expand)
+    keeps its base's memory and reports its strides; results of computing ops are dense."""
+    strides = x._backend.strides(x._data)
+    return strides if dim is None else strides[sh.normalize_axis(dim, x.ndim)]
+
+
+def is_contiguous(x, memory_format=None):
+    """torch's rule: row-major strides, ignoring dims of size 1; an empty tensor is
+    contiguous."""
+    if x.size == 0:
+        return True
+    expected = 1
+    for n, st in zip(reversed(x.shape), reversed(stride(x))):
+        if n != 1:
+            if st != expected:
+                return False
+            expected *= n
+    return True
+
+
 def narrow(x, dim, start, length):
     dim = sh.normalize_axis(dim, x.ndim)
     start, length = sh.as_int(start, "start"), sh.as_int(length, "length")
@@ -239,7 +260,7 @@ def _iter(self):
 
 
 attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpose,
-               expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
+               stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
                T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
                flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
                contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)

@@ -73,3 +73,40 @@ def test_clamp_with_nan_bounds_propagates_nan_as_torch(device, dtype):
         ref = torch.clamp(tx, **kw).numpy()
         out = nr.clamp(x, **{k: b for k in kw}).numpy()
         np.testing.assert_array_equal(out, ref)
+
+
+VIEWS = {
+    "dense": lambda x: x,
+    "transpose": lambda x: x.transpose(0, 2),
+    "permute": lambda x: x.permute(1, 0, 2),
+    "step_slice": lambda x: x[:, ::2],
+    "select": lambda x: x[..., 1],
+    "row_slice": lambda x: x[1:],
+    "narrow": lambda x: x.narrow(2, 1, 2),
+    "expand": lambda x: x[:, :1].expand(2, 5, 4),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "T_contiguous": lambda x: x.transpose(0, 1).contiguous(),
+    "computed": lambda x: x.transpose(0, 1) * 2,
+    "reshape": lambda x: x.reshape(6, 4),
+    "empty": lambda x: x[:, :0],
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_stride_and_is_contiguous_as_torch(device, view):
+    fn = VIEWS[view]
+    t = fn(torch.zeros(2, 3, 4))
+    x = fn(nr.zeros((2, 3, 4), device=device))
+    assert x.shape == tuple(t.shape)
+    if view == "computed":     # torch keeps the input's layout; webgpu's results are dense
+        dense = tuple(int(np.prod(x.shape[d + 1:])) for d in range(x.ndim))
+        assert x.is_contiguous() == (x.stride() == dense)
+        assert x.is_contiguous() if device == "webgpu" else x.stride() == t.stride()
+    else:
+        assert x.is_contiguous() == t.is_contiguous()
+        assert x.stride() == t.stride()
+        assert [x.stride(d) for d in range(-x.ndim, x.ndim)] == \
+            [t.stride(d) for d in range(-t.ndim, t.ndim)]
+    assert x.contiguous().is_contiguous()
+    assert nr.zeros((), device=device).stride() == ()
+    assert nr.zeros((), device=device).is_contiguous()

@@ -158,6 +158,9 @@ class WebGPUBackend(NNPrimitives, Backend):
     def is_view(self, h):
         return h.view
 
+    def strides(self, h):
+        return tuple(h.strides)                              # GPUArray counts elements
+
     def max_elements(self, dtype):
         return self.d.max_buffer // ITEMSIZE[dtype.name] if dtype.name in ITEMSIZE else 0
 
