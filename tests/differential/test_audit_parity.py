@@ -110,3 +110,28 @@ def test_stride_and_is_contiguous_as_torch(device, view):
     assert x.contiguous().is_contiguous()
     assert nr.zeros((), device=device).stride() == ()
     assert nr.zeros((), device=device).is_contiguous()
+
+
+_F = torch.nn.functional
+_ACTS = {"none": lambda z: z, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+         "silu": _F.silu, "gelu": _F.gelu, "gelu_tanh": lambda z: _F.gelu(z, approximate="tanh")}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("act", sorted(_ACTS))
+@pytest.mark.parametrize("bias", ["neg_zero", "zero", None])
+def test_fused_layer_keeps_signed_zeros_of_torchs_unfused_form(device, dtype, act, bias):
+    a0 = -np.zeros((3, 2), dtype)
+    a0[1, 0] = 0.0
+    w0 = np.ones((2, 4), dtype)
+    b0 = None if bias is None else (-np.zeros(4, dtype) if bias == "neg_zero" else
+                                    np.zeros(4, dtype))
+    a, w = nr.tensor(a0, device=device), nr.tensor(w0, device=device)
+    b = None if b0 is None else nr.tensor(b0, device=device)
+    z = torch.tensor((a @ w).numpy())                  # the GEMM's own zero (README's table)
+    ref = _ACTS[act](z if b0 is None else z + torch.tensor(b0)).numpy()
+    for out in (nr.matmul_bias_activation(a, w, b, activation=act).numpy(),
+                (a @ w if b is None else a @ w + b).numpy() if act == "none" else None):
+        if out is not None:
+            np.testing.assert_array_equal(out, ref)
+            assert np.array_equal(np.signbit(out), np.signbit(ref))
