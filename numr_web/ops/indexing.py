@@ -165,7 +165,8 @@ def _as_index(i, x):
 
 def _y_dims(items, adv, ndim):
     """The dims of basic_getitem(x, items with every advanced index a full slice) that the
-    advanced indices index (ints select first, None adds a dim, ... fills the rest; torch's rule)."""
+    advanced indices index (ints select first, None adds a dim, ... fills the rest: torch's
+    rule)."""
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     dims, y = [], 0
     for k, i in enumerate(items):
@@ -209,6 +210,15 @@ def getitem(x, index):
             if bad:
                 raise IndexOutOfRangeError(f"index {bad[0]} is out of range for a dimension of "
                                            f"size {n} (valid: {-n}..{n - 1})")
+    for k in reversed(range(len(idxs))):       # a 0-d index tensor selects, as an int (torch)
+        if idxs[k].ndim == 0:
+            i, n, d = idxs[k], sizes[k], dims[k]
+            picked = _take(y, d, where(i < 0, i + n, i).reshape(1))
+            y = picked.reshape(y.shape[:d] + y.shape[d + 1:])
+            del idxs[k], sizes[k], dims[k]
+            dims[k:] = [e - 1 for e in dims[k:]]
+    if not idxs:
+        return y
     try:
         bshape = sh.broadcast_shapes(*(i.shape for i in idxs))
     except ShapeError:

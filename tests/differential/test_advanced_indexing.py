@@ -112,3 +112,22 @@ def test_index_errors_are_typed(device):
         x[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexOutOfRangeError):
         x[nr.tensor([0, 1], device=device), nr.tensor([1, 3], device=device)].tolist()
+
+
+@pytest.mark.parametrize("case", ["zero_d_then_slice", "zero_d_pair", "zero_d_only", "empty"])
+def test_0d_index_tensor_selects_as_an_int_in_torch(device, case):
+    fn = {"zero_d_then_slice": lambda a, t: a[t(1), :, t([1, -2])],
+          "zero_d_pair": lambda a, t: a[t(-1), t([[2], [0]])],
+          "zero_d_only": lambda a, t: a[:, t(2), t(0)],
+          "empty": lambda a, t: a[t([], ), :],
+          }[case]
+    x0 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    tx = torch.tensor(x0, requires_grad=True)
+    ref = fn(tx, lambda v: torch.tensor(v, dtype=torch.int64))
+    ref.sum().backward()
+    x = nr.tensor(x0, device=device, requires_grad=True)
+    out = fn(x, lambda v: nr.tensor(v, dtype="int32", device=device))
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
