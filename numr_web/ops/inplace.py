@@ -18,7 +18,7 @@ from ..creation import arange, full, rand, randn
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
 from ..tensor import Tensor
-from .common import attach_methods, as_tensor
+from .common import attach_methods, as_tensor, check_same_device
 from .elementwise import where
 from .indexing import _is_advanced, _take, getitem as index_getitem
 from .registry import OPS
@@ -135,19 +135,16 @@ def _random_fill(kind):
 
 
 def setitem(x, index, value):
-    """x[index] = value for basic indices (ints, slices, ..., None) and for a boolean mask of x's
-    shape: the new value is where(position in the index, value, x), written in place; the
-    gradient reaches value where it was written and x elsewhere (torch's index_put)."""
-    if isinstance(index, Tensor) and index.dtype is dt.bool_:
-        if index.shape != x.shape:
-            raise ShapeError(f"x[mask] = v needs a mask of the tensor's shape {x.shape}, got "
-                             f"{index.shape}")
-        if isinstance(value, Tensor) and value.ndim:
-            raise ShapeError("x[mask] = v takes a number or a 0-d tensor here; for a tensor of "
-                             "values use nr.where(mask, values, x)")
+    """x[index] = value for basic indices (ints, slices, ..., None), a boolean mask, and integer
+    index tensors / lists: the new value is where(position in the index, value, x), written in
+    place; the gradient reaches value where it was written and x elsewhere (torch's index_put).
+    A mask of x's shape with a scalar value needs no readback; other masks read the mask back."""
+    if isinstance(index, Tensor) and index.dtype is dt.bool_ and index.shape == x.shape and \
+            not (isinstance(value, Tensor) and value.ndim):
         if isinstance(value, Tensor) and value.device != x.device:
             raise DTypeError(f"x[mask] = v: v is on {value.device!r}, the tensor on "
                              f"{x.device!r}; move it with v.to({x.device!r})")
+        check_same_device(x, index)
         # the value takes the tensor's dtype, as in torch (2.5 into an int32 tensor stores 2)
         v = value.astype(x.dtype) if isinstance(value, Tensor) else as_tensor(value, x, x.dtype)
         return _write(x, lambda old: where(index, v, old), "x[mask] = v")

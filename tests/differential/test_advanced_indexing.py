@@ -131,3 +131,18 @@ def test_0d_index_tensor_selects_as_an_int_in_torch(device, case):
     np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
     out.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_mask_writes_with_tensor_values_and_leading_dim_masks(device):
+    rows = [True, False, True]
+    t = torch.zeros(3, 4)
+    t[torch.tensor(rows)] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    x = nr.zeros((3, 4), device=device)
+    x[nr.tensor(rows, device=device)] = nr.tensor([1.0, 2.0, 3.0, 4.0], device=device)
+    assert x.tolist() == t.tolist()
+    t[rows] = 5.0
+    x[rows] = 5.0
+    assert x.tolist() == t.tolist()
+    t[t == 5.0] = torch.arange(8.0)
+    x[x == 5.0] = nr.arange(8.0, device=device)
+    assert x.tolist() == t.tolist()
