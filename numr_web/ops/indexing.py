@@ -1,8 +1,9 @@
-"""Indexing with tensors: gather, index_select, x[int_tensor], x[bool_mask], and what is built on
-them (flip, tril/triu, masked_fill). The gradient of a gather is a scatter-add: deterministic on
-every backend (a fixed summation order, no float atomics). Index values are checked on the device
-and reported at the next readback (nothing here reads back) — except boolean masks, whose result
-size depends on the values: x[mask] reads the mask back."""
+"""Indexing with tensors: gather, index_select, x[i, :, j] with integer index tensors / lists,
+x[bool_mask], and what is built on them (flip, tril/triu, masked_fill). The gradient of a gather
+is a scatter-add: deterministic on every backend (a fixed summation order, no float atomics).
+Index tensors are checked on the device and reported at the next readback (nothing here reads
+back; python lists are checked on the host at once) — except boolean masks, whose result size
+depends on the values: x[mask] reads the mask back."""
 from __future__ import annotations
 
 from .. import dtypes as dt
@@ -192,9 +193,9 @@ def getitem(x, index):
         return basic_getitem(x, index)
     idxs = [_as_index(items[k], x) for k in adv]
     if any(i.dtype is dt.bool_ for i in idxs):
-        if len(items) != 1:
-            raise ShapeError("a boolean mask index must be the only index")
-        return _mask_select(x, idxs[0])
+        if len(items) == 1:
+            return _mask_select(x, idxs[0])
+        return getitem(x, _masks_as_indices(x, items, dict(zip(adv, idxs))))
     for i in idxs:
         if i.dtype.kind != "i":
             raise DTypeError(f"index tensors must be int32 or bool, got {i.dtype.name}")
@@ -242,6 +243,36 @@ def getitem(x, index):
     rows = y.reshape(y.shape[:d0] + (total,) + y.shape[dims[-1] + 1:])
     out = _take(rows, d0, flat.expand(bshape).reshape(-1))
     return out.reshape(rows.shape[:d0] + bshape + rows.shape[d0 + 1:])
+
+
+def _masks_as_indices(x, items, given):
+    """x[mask, idx] as torch: each boolean mask becomes its nonzero coordinates, one index list
+    per dim it covers (a readback of the mask: the count depends on its values)."""
+    width = [given[k].ndim if k in given and given[k].dtype is dt.bool_ else
+             (0 if i is None or i is Ellipsis else 1) for k, i in enumerate(items)]
+    out, d = [], 0
+    for k, i in enumerate(items):
+        if k in given and given[k].dtype is dt.bool_:
+            mask = given[k]
+            if mask.shape != x.shape[d:d + mask.ndim]:
+                raise ShapeError(f"boolean mask of shape {mask.shape} does not match the "
+                                 f"indexed dims {x.shape[d:d + mask.ndim]} of the tensor")
+            hits = [j for j, m in enumerate(_flat(mask.tolist())) if m]      # the readback
+            for n, stride in zip(mask.shape, _dense(mask.shape)):
+                out.append([h // stride % n for h in hits] if hits else
+                           tensor([], dtype="int32", device=x.device))
+        else:
+            out.append(i)
+        d += x.ndim - sum(width) if i is Ellipsis else width[k]
+    return tuple(out)
+
+
+def _dense(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
 
 
 def _mask_select(x, mask):

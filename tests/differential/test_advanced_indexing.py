@@ -146,3 +146,31 @@ def test_mask_writes_with_tensor_values_and_leading_dim_masks(device):
     t[t == 5.0] = torch.arange(8.0)
     x[x == 5.0] = nr.arange(8.0, device=device)
     assert x.tolist() == t.tolist()
+
+
+MASKED = {
+    "slice_mask_list": lambda a, m, m2: a[:, m, [1, 3]],
+    "int_mask": lambda a, m, m2: a[1, m],
+    "ellipsis_mask_int": lambda a, m, m2: a[..., m, 0],
+    "slice_mask_slice": lambda a, m, m2: a[:, m, :],
+    "list_mask_list": lambda a, m, m2: a[[1], m, [2, 0]],
+    "mask2d_list": lambda a, m, m2: a[m2, [3, 0, 1]],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MASKED))
+def test_boolean_masks_mixed_with_other_indices_as_torch(device, case):
+    fn = MASKED[case]
+    x0 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    m, m2 = [True, False, True], [[True, False, True], [False, False, True]]
+    tx = torch.tensor(x0, requires_grad=True)
+    ref = fn(tx, torch.tensor(m), torch.tensor(m2))
+    ref.sum().backward()
+    x = nr.tensor(x0, device=device, requires_grad=True)
+    out = fn(x, nr.tensor(m, device=device), nr.tensor(m2, device=device))
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(ShapeError):
+        x[:, nr.tensor([True, False], device=device), 0]
