@@ -32,7 +32,9 @@ def test_scalar_divided_by_tensor_rounds_as_torch(device, dtype, s):
     ref = (s / torch.tensor(x)).numpy()
     out = (s / nr.tensor(x, device=device)).numpy()
     assert out.dtype == ref.dtype
-    np.testing.assert_array_equal(out, ref)            # exact: torch's reciprocal() * s
+    # exact: torch's x.reciprocal() * s. WGSL allows 2.5 ulp for a float32 division; lavapipe
+    # (the CI's webgpu) divides exactly, so webgpu is held to exact too
+    np.testing.assert_array_equal(out, ref)
     assert np.array_equal(np.signbit(out), np.signbit(ref))
 
 
