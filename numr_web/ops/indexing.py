@@ -152,7 +152,8 @@ def masked_fill(x, mask, value):
 
 
 def _is_advanced(i):
-    return isinstance(i, Tensor) or (isinstance(i, (list, tuple)) and not isinstance(i, str))
+    return isinstance(i, (Tensor, list, tuple)) or \
+        (getattr(i, "ndim", 0) >= 1 and hasattr(i, "dtype"))       # a numpy array of indices
 
 
 def _as_index(i, x):
@@ -191,6 +192,8 @@ def getitem(x, index):
     adv = [k for k, i in enumerate(items) if _is_advanced(i)]
     if not adv:
         return basic_getitem(x, index)
+    items = tuple(i.tolist() if k in adv and not isinstance(i, (Tensor, list, tuple)) else i
+                  for k, i in enumerate(items))     # numpy arrays: host lists, checked at once
     idxs = [_as_index(items[k], x) for k in adv]
     if any(i.dtype is dt.bool_ for i in idxs):
         if len(items) == 1:

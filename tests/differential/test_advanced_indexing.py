@@ -174,3 +174,14 @@ def test_boolean_masks_mixed_with_other_indices_as_torch(device, case):
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
     with pytest.raises(ShapeError):
         x[:, nr.tensor([True, False], device=device), 0]
+
+
+def test_numpy_array_indices_as_torch(device):
+    t = torch.arange(12.0).reshape(3, 4)
+    x = nr.arange(12.0, device=device).reshape(3, 4)
+    for idx in [(np.array([2, 0]), np.array([1, -1])), (np.int64(1), np.array([1])),
+                (np.array([True, False, True]),), (slice(None), np.array([[3], [0]]))]:
+        assert x[idx].tolist() == t[idx].tolist()
+    t[np.array([0, 2]), np.array([1, 1])] = -1.0
+    x[np.array([0, 2]), np.array([1, 1])] = -1.0
+    assert x.tolist() == t.tolist()
