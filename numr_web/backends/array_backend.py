@@ -110,8 +110,8 @@ class ArrayBackend(ArrayNN, Backend):
     def is_view(self, h):
         return h.base is not None or not h.flags.c_contiguous
 
-    def element_strides(self, h):
-        return tuple(s // h.itemsize for s in h.strides)
+    def strides(self, h):
+        return tuple(s // h.itemsize for s in h.strides)     # numpy / cupy count bytes
 
     def copy(self, h):
         return self.xp.array(h, copy=True, order="C")
@@ -155,7 +155,7 @@ class ArrayBackend(ArrayNN, Backend):
         ha = type(a) is nd or hasattr(a, "dtype")         # (a numpy scalar is a 0-d operand)
         hb = type(b) is nd or hasattr(b, "dtype")
         dtype = a.dtype if ha else b.dtype
-        if dtype is self._half:                            # computed in float32, rounded once
+        if dtype == self._half:                            # computed in float32, rounded once
             a, b = (self._widen(a) if ha else a), (self._widen(b) if hb else b)
         out = f(a, b)
         if self._compare is None:

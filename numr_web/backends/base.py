@@ -149,8 +149,9 @@ class Backend:
         """Whether h may share memory with another handle (a reshape, slice, expand...)."""
         raise NotImplementedError
 
-    def element_strides(self, h) -> tuple:
-        """h's strides, in elements (Tensor.stride())."""
+    def strides(self, h):
+        """h's element strides (torch's x.stride(): 0 along a broadcast dim, permuted by a
+        transpose, scaled by a slice step)."""
         raise NotImplementedError
 
     def copy(self, h):

@@ -342,7 +342,7 @@ ACT = {a.name: a for a in (
                   "C sp = softplus_f(z), t = m_tanh(sp), s = sigm(z);\n"
                   "    return sech2(sp) * (C(2) * s + z * s * (sigm(-z) - C(2) * t * s));")),
     Act("hardswish", "z", smooth=False,
-        np=_np(lambda xp, z: z * xp.clip(z + 3, 0, 6) / 6,
+        np=_np(lambda xp, z: z * xp.minimum(xp.maximum(z + 3, 0), 6) / 6,   # NaN stays NaN (cupy too)
                lambda xp, z: xp.where(z <= -3, 0.0, xp.where(z < 3, z / 3 + 0.5, 1.0)).astype(
                    z.dtype),
                lambda xp, z: xp.where((z > -3) & (z < 3), 1.0 / 3, 0.0).astype(z.dtype)),

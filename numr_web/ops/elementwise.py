@@ -377,12 +377,11 @@ def where(condition, input, other):  # noqa: A002 (torch's names)
     like = next((x for x in (cond, a, b) if isinstance(x, Tensor)), None)
     if like is None:
         raise DTypeError("where needs at least one Tensor argument")
-    if isinstance(cond, Tensor) and cond.dtype is not dt.bool_:
-        raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype.name} (as torch); "
-                         "compare it first, e.g. where(condition != 0, ...)")
     cond = as_tensor(cond, like)
     if cond.dtype is not dt.bool_:
-        cond = cond != 0
+        raise DTypeError(f"where expected condition to be a boolean tensor, but got "
+                         f"{cond.dtype.name} (as torch refuses it); pass a bool tensor, e.g. "
+                         "where(cond != 0, a, b)")
     d = dt.result_type(*[x for x in (a, b)])
     a = as_tensor(a, like, d) if not isinstance(a, Tensor) else a.astype(d)
     b = as_tensor(b, like, d) if not isinstance(b, Tensor) else b.astype(d)

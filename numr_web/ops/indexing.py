@@ -1,15 +1,16 @@
-"""Indexing with tensors: gather, index_select, x[int_tensor], x[bool_mask], and what is built on
-them (flip, tril/triu, masked_fill). The gradient of a gather is a scatter-add: deterministic on
-every backend (a fixed summation order, no float atomics). Index values are checked on the device
-and reported at the next readback (nothing here reads back) — except boolean masks, whose result
-size depends on the values: x[mask] reads the mask back."""
+"""Indexing with tensors: gather, index_select, x[i, :, j] with integer index tensors / lists,
+x[bool_mask], and what is built on them (flip, tril/triu, masked_fill). The gradient of a gather
+is a scatter-add: deterministic on every backend (a fixed summation order, no float atomics).
+Index tensors are checked on the device and reported at the next readback (nothing here reads
+back; python lists are checked on the host at once) — except boolean masks, whose result size
+depends on the values: x[mask] reads the mask back."""
 from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, tensor
-from ..errors import CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
+from ..errors import BackendLimitError, CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device
 from .elementwise import where
@@ -151,88 +152,130 @@ def masked_fill(x, mask, value):
 
 
 def _is_advanced(i):
-    return isinstance(i, Tensor) or (isinstance(i, (list, tuple)) and not isinstance(i, str))
+    return isinstance(i, (Tensor, list, tuple)) or \
+        (getattr(i, "ndim", 0) >= 1 and hasattr(i, "dtype"))       # a numpy array of indices
+
+
+def _as_index(i, x):
+    """An advanced index as a tensor on x's device; a python list is range-checked later on the
+    host (it is already there)."""
+    if isinstance(i, Tensor):
+        check_same_device(x, i)
+        return i
+    return tensor(i, device=x.device, dtype="int32" if _flat(i) == [] else None)
+
+
+def _y_dims(items, adv, ndim):
+    """The dims of basic_getitem(x, items with every advanced index a full slice) that the
+    advanced indices index (ints select first, None adds a dim, ... fills the rest: torch's
+    rule)."""
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    dims, y = [], 0
+    for k, i in enumerate(items):
+        if i is Ellipsis:
+            y += ndim - consumed
+        elif k in adv:
+            dims.append(y)
+            y += 1
+        elif i is None or isinstance(i, slice):
+            y += 1
+    return dims
 
 
 def getitem(x, index):
     """Basic indexing (ints, slices, ..., None) plus integer index tensors / lists (broadcast
-    together), or a boolean mask (which reads the mask back: its result size depends on its
-    values)."""
+    together; torch's placement of their dims: where the first one is when they are adjacent,
+    else first), or a boolean mask (which reads the mask back: its result size depends on its
+    values). Every advanced index becomes one flat index into x's indexed dims: a gather, whose
+    gradient is a deterministic scatter-add."""
     items = index if isinstance(index, tuple) else (index,)
     adv = [k for k, i in enumerate(items) if _is_advanced(i)]
     if not adv:
         return basic_getitem(x, index)
-    if len(adv) > 1:
-        return _multi_getitem(x, items, adv)
-    k = adv[0]
-    idx = _as_index(x, items[k])
-    if idx.dtype is dt.bool_:
-        if len(items) != 1:
-            raise ShapeError("a boolean mask index must be the only index")
-        return _mask_select(x, idx)
-    if idx.dtype.kind != "i":
-        raise DTypeError(f"index tensors must be int32 or bool, got {idx.dtype.name}")
-    # the dim the tensor indexes: count the real dims consumed by the basic indices before it
-    before = items[:k]
-    if any(i is Ellipsis for i in before):
-        dim = x.ndim - sum(1 for i in items[k + 1:] if i is not None and i is not Ellipsis) - 1
-    else:
-        dim = sum(1 for i in before if i is not None)
-    placeholder = items[:k] + (slice(None),) + items[k + 1:]
-    y = basic_getitem(x, placeholder)
-    dim_y = dim - sum(1 for i in before if isinstance(i, int)) + \
-        sum(1 for i in before if i is None)
-    n = y.shape[dim_y]
-    _check_range(idx, n, "index", negative_ok=True)
-    flat = where(idx < 0, idx + n, idx).reshape(-1)
-    out = _take(y, dim_y, flat)
-    return out.reshape(y.shape[:dim_y] + idx.shape + y.shape[dim_y + 1:])
-
-
-def _as_index(x, item):
-    idx = item if isinstance(item, Tensor) else \
-        tensor(item, device=x.device, dtype="int32" if _flat(item) == [] else None)
-    check_same_device(x, idx)
-    return idx
-
-
-def _multi_getitem(x, items, adv):
-    """Several index tensors (torch's and numpy's advanced indexing): the basic indices first, then
-    the index tensors, broadcast together to B, pick elements of their dims; B takes the place of
-    those dims where they are adjacent in the basic result, else it leads (torch's rule)."""
-    idxs = [_as_index(x, items[k]) for k in adv]
-    for t in idxs:
-        if t.dtype.kind != "i":
-            raise DTypeError(f"index tensors must be int32 (a bool mask must be the only index), "
-                             f"got {t.dtype.name}")
-    y = basic_getitem(x, tuple(slice(None) if k in adv else i for k, i in enumerate(items)))
-    pos, d = [], 0                     # each advanced entry's dim in y
-    real = sum(1 for i in items if i is not None and i is not Ellipsis)
-    for k, i in enumerate(items):
-        if k in adv:
-            pos.append(d)
-        if i is Ellipsis:
-            d += x.ndim - real
-        elif not isinstance(i, int) or isinstance(i, bool):
-            d += 1
-    sizes = [y.shape[p] for p in pos]
-    if sh.prod(sizes) >= 2 ** 31:
-        raise ShapeError(f"indexing dims of sizes {sizes} together: more than 2^31 - 1 elements "
-                         "(int32 indices); index them step by step")
-    B = sh.broadcast_shapes(*[t.shape for t in idxs])
+    items = tuple(i.tolist() if k in adv and not isinstance(i, (Tensor, list, tuple)) else i
+                  for k, i in enumerate(items))     # numpy arrays: host lists, checked at once
+    idxs = [_as_index(items[k], x) for k in adv]
+    if any(i.dtype is dt.bool_ for i in idxs):
+        if len(items) == 1:
+            return _mask_select(x, idxs[0])
+        return getitem(x, _masks_as_indices(x, items, dict(zip(adv, idxs))))
+    for i in idxs:
+        if i.dtype.kind != "i":
+            raise DTypeError(f"index tensors must be int32 or bool, got {i.dtype.name}")
+    placeholder = tuple(slice(None) if k in adv else i for k, i in enumerate(items))
+    y = basic_getitem(x, placeholder)          # checks the basic indices (count, ints in range)
+    dims = _y_dims(items, adv, x.ndim)
+    sizes = [y.shape[d] for d in dims]
+    for k, i, n in zip(adv, idxs, sizes):
+        if isinstance(items[k], Tensor):
+            _check_range(i, n, "index", negative_ok=True)
+        else:                                  # a list: check it now, before any device work
+            bad = [v for v in _flat(items[k]) if not -n <= v < n]
+            if bad:
+                raise IndexOutOfRangeError(f"index {bad[0]} is out of range for a dimension of "
+                                           f"size {n} (valid: {-n}..{n - 1})")
+    for k in reversed(range(len(idxs))):       # a 0-d index tensor selects, as an int (torch)
+        if idxs[k].ndim == 0:
+            i, n, d = idxs[k], sizes[k], dims[k]
+            picked = _take(y, d, where(i < 0, i + n, i).reshape(1))
+            y = picked.reshape(y.shape[:d] + y.shape[d + 1:])
+            del idxs[k], sizes[k], dims[k]
+            dims[k:] = [e - 1 for e in dims[k:]]
+    if not idxs:
+        return y
+    try:
+        bshape = sh.broadcast_shapes(*(i.shape for i in idxs))
+    except ShapeError:
+        raise ShapeError("index tensors of shapes " + ", ".join(str(i.shape) for i in idxs) +
+                         " do not broadcast together") from None
+    total = sh.prod(sizes)
+    if total >= 2 ** 31:
+        raise BackendLimitError(f"the indexed dims hold {total} elements; int32 indices reach "
+                                "2**31 - 1: index step by step")
     flat, stride = None, 1
-    for t, n in reversed(list(zip(idxs, sizes))):
-        _check_range(t, n, "index", negative_ok=True)
-        term = where(t < 0, t + n, t).expand(B) * stride
-        flat, stride = term if flat is None else flat + term, stride * n
-    rest = [p for p in range(y.ndim) if p not in pos]
-    rows = y.permute(pos + rest).reshape((sh.prod(sizes),) + tuple(y.shape[p] for p in rest))
-    out = _take(rows, 0, flat.reshape(-1)).reshape(B + rows.shape[1:])
-    if pos[-1] - pos[0] == len(pos) - 1 and pos[0]:      # adjacent: B where those dims were
-        nb, lead = len(B), pos[0]
-        out = out.permute([nb + i for i in range(lead)] + list(range(nb)) +
-                          [nb + i for i in range(lead, len(rest))])
-    return out
+    for i, n in reversed(list(zip(idxs, sizes))):
+        term = where(i < 0, i + n, i)
+        term = term * stride if stride != 1 else term
+        flat = term if flat is None else flat + term
+        stride *= n
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if not adjacent:                           # the advanced dims go first, as torch / numpy
+        rest = [d for d in range(y.ndim) if d not in dims]
+        y, dims = y.permute(dims + rest), list(range(len(dims)))
+    d0 = dims[0]
+    rows = y.reshape(y.shape[:d0] + (total,) + y.shape[dims[-1] + 1:])
+    out = _take(rows, d0, flat.expand(bshape).reshape(-1))
+    return out.reshape(rows.shape[:d0] + bshape + rows.shape[d0 + 1:])
+
+
+def _masks_as_indices(x, items, given):
+    """x[mask, idx] as torch: each boolean mask becomes its nonzero coordinates, one index list
+    per dim it covers (a readback of the mask: the count depends on its values)."""
+    width = [given[k].ndim if k in given and given[k].dtype is dt.bool_ else
+             (0 if i is None or i is Ellipsis else 1) for k, i in enumerate(items)]
+    out, d = [], 0
+    for k, i in enumerate(items):
+        if k in given and given[k].dtype is dt.bool_:
+            mask = given[k]
+            if mask.shape != x.shape[d:d + mask.ndim]:
+                raise ShapeError(f"boolean mask of shape {mask.shape} does not match the "
+                                 f"indexed dims {x.shape[d:d + mask.ndim]} of the tensor")
+            hits = [j for j, m in enumerate(_flat(mask.tolist())) if m]      # the readback
+            for n, stride in zip(mask.shape, _dense(mask.shape)):
+                out.append([h // stride % n for h in hits] if hits else
+                           tensor([], dtype="int32", device=x.device))
+        else:
+            out.append(i)
+        d += x.ndim - sum(width) if i is Ellipsis else width[k]
+    return tuple(out)
+
+
+def _dense(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
 
 
 def _mask_select(x, mask):

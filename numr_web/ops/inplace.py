@@ -14,14 +14,16 @@ from __future__ import annotations
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
-from ..creation import full, rand, randn
+from ..creation import arange, full, rand, randn
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
 from ..tensor import Tensor
-from .common import attach_methods, as_tensor
+from .common import attach_methods, as_tensor, check_same_device
 from .elementwise import where
+from .indexing import _is_advanced, _take, getitem as index_getitem
 from .registry import OPS
-from .shape_ops import expand, getitem as basic_getitem
+from .shape_ops import concat, expand, getitem as basic_getitem
+from .sorting import argsort
 from .torch_functions import div_trunc as _div_trunc
 
 
@@ -133,30 +135,25 @@ def _random_fill(kind):
 
 
 def setitem(x, index, value):
-    """x[index] = value for basic indices (ints, slices, ..., None) and for a boolean mask of x's
-    shape: the new value is where(position in the index, value, x), written in place; the
-    gradient reaches value where it was written and x elsewhere (torch's index_put)."""
-    if isinstance(index, Tensor) and index.dtype is dt.bool_:
-        if index.shape != x.shape:
-            raise ShapeError(f"x[mask] = v needs a mask of the tensor's shape {x.shape}, got "
-                             f"{index.shape}")
-        if isinstance(value, Tensor) and value.ndim:
-            raise ShapeError("x[mask] = v takes a number or a 0-d tensor here; for a tensor of "
-                             "values use nr.where(mask, values, x)")
+    """x[index] = value for basic indices (ints, slices, ..., None), a boolean mask, and integer
+    index tensors / lists: the new value is where(position in the index, value, x), written in
+    place; the gradient reaches value where it was written and x elsewhere (torch's index_put).
+    A mask of x's shape with a scalar value needs no readback; other masks read the mask back."""
+    if isinstance(index, Tensor) and index.dtype is dt.bool_ and index.shape == x.shape and \
+            not (isinstance(value, Tensor) and value.ndim):
         if isinstance(value, Tensor) and value.device != x.device:
             raise DTypeError(f"x[mask] = v: v is on {value.device!r}, the tensor on "
                              f"{x.device!r}; move it with v.to({x.device!r})")
+        check_same_device(x, index)
         # the value takes the tensor's dtype, as in torch (2.5 into an int32 tensor stores 2)
         v = value.astype(x.dtype) if isinstance(value, Tensor) else as_tensor(value, x, x.dtype)
         return _write(x, lambda old: where(index, v, old), "x[mask] = v")
     items = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(i, (Tensor, list)) for i in items):
-        raise DTypeError("x[index] = v takes ints, slices, ..., None or one boolean mask of the "
-                         "tensor's shape; for index tensors build the result with nr.where or "
-                         "masked_fill")
     if isinstance(value, Tensor) and value.device != x.device:
         raise DTypeError(f"x[...] = v: v is on {value.device!r}, the tensor on {x.device!r}; "
                          f"move it with v.to({x.device!r})")
+    if any(_is_advanced(i) for i in items):
+        return _advanced_setitem(x, index, value)
     idx, _, _ = sh.normalize_index(index, x.shape)
     raw = apply(OPS["slice"], x.detach(), index=idx).shape     # what unslice places
     v = as_tensor(value, x, x.dtype if not isinstance(value, Tensor) else None)
@@ -174,6 +171,41 @@ def setitem(x, index, value):
                     shape=x.shape, index=idx)
         return where(hit, placed, old)
     return _write(x, compute, "x[...] = v")
+
+
+def _advanced_setitem(x, index, value):
+    """x[idx1, :, idx2] = v (torch's index_put): the flat positions that x[index] reads, the
+    source element that each written position takes (the last write of a position wins, where
+    torch leaves duplicates undefined), then a gather of v and a where: exact values, and the
+    gradient reaches v at the positions it wrote and x elsewhere."""
+    with no_grad():
+        pos = index_getitem(arange(x.size, dtype=dt.int32, device=x.device).reshape(x.shape),
+                            index)               # checks the indices as x[index] does
+    v = as_tensor(value, x, x.dtype if not isinstance(value, Tensor) else None)
+    try:
+        sh.broadcast_shapes(v.shape, pos.shape)
+    except ShapeError:
+        raise ShapeError(f"x[...] = v: v of shape {v.shape} does not broadcast to the indexed "
+                         f"shape {pos.shape}") from None
+    n = pos.size
+    if n == 0:
+        return x
+    with no_grad():
+        flat = pos.reshape(-1)
+        order = argsort(flat, stable=True)
+        ranked = _take(flat, 0, order)
+        last = concat([ranked[:-1] != ranked[1:], full((1,), True, dtype=dt.bool_,
+                                                      device=x.device)]).astype(dt.int32)
+        keep = apply(OPS["scatter_add"], order, last, shape=(n,), axis=0) > 0
+        src = where(keep, arange(1, n + 1, dtype=dt.int32, device=x.device), 0)
+        src = apply(OPS["scatter_add"], flat, src, shape=(x.size,), axis=0)   # 0: not written
+        hit = (src > 0).reshape(x.shape)
+        src = where(hit.reshape(-1), src - 1, 0)
+
+    def compute(old):
+        vb = expand(v.astype(x.dtype), pos.shape).reshape(-1)
+        return where(hit, _take(vb, 0, src).reshape(x.shape), old)
+    return _write(x, compute, "x[index] = v")
 
 
 _UNARY = ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor",

@@ -94,6 +94,12 @@ reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(
 arcsin, arccos, arctan, fix = asin, acos, atan, trunc
 
 
+def _rdiv(x, other):
+    """other / x for a non-Tensor other, as torch computes it (Tensor.__rdiv__):
+    x.reciprocal() * other, two roundings (a true division differs by an ulp on some inputs)."""
+    return reciprocal(x) * other
+
+
 def frac(x):
     """x - trunc(x), with x's sign (torch.frac)."""
     return x - trunc(x)
@@ -250,19 +256,13 @@ def lerp(start, end, weight):
     return _tensor(start, "lerp") + weight * (end - start)
 
 
-def _rtruediv(x, other):
-    """other / x, where other is not a tensor, as torch's operator computes it: reciprocal(x) *
-    other (two roundings; torch.div and x / y are one true division)."""
-    return reciprocal(x) * other
-
-
 attach_methods(
-    __rtruediv__=_rtruediv, floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
+    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
     exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
     atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
     isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,
     nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
     logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,
     greater_equal=ge, less=lt, less_equal=le, not_equal=ne, isclose=isclose, allclose=allclose,
-    equal=equal, lerp=lerp, logical_not=logical_not,
+    equal=equal, lerp=lerp, logical_not=logical_not, __rtruediv__=_rdiv,
 )

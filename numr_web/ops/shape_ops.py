@@ -183,24 +183,26 @@ def contiguous(x):
 
 
 def stride(x, dim=None):
-    """The element strides of the layout the backend holds (torch's Tensor.stride)."""
-    st = x._backend.element_strides(x._data)
-    return st if dim is None else st[sh.normalize_axis(dim, x.ndim)]
+    """Element strides of x's layout as torch reports them: a view (transpose, slice, expand)
+    keeps its base's memory and reports its strides; results of computing ops are dense."""
+    strides = x._backend.strides(x._data)
+    return strides if dim is None else strides[sh.normalize_axis(dim, x.ndim)]
 
 
 def is_contiguous(x, memory_format=None):
-    """Whether x's elements are dense in row-major order (dims of size 1 and empty tensors
-    count as contiguous, as torch's)."""
+    """torch's rule: row-major strides, ignoring dims of size 1; an empty tensor is
+    contiguous. Only the row-major format exists here."""
     if memory_format is not None and str(memory_format) != "torch.contiguous_format":
         raise ShapeError(f"is_contiguous: only the row-major (contiguous) format exists here, got "
                          f"memory_format={memory_format!r}")
-    if sh.prod(x.shape) == 0:
+    if x.size == 0:
         return True
-    expect = 1
-    for n, s in zip(reversed(x.shape), reversed(stride(x))):
-        if n != 1 and s != expect:
-            return False
-        expect *= n
+    expected = 1
+    for n, st in zip(reversed(x.shape), reversed(stride(x))):
+        if n != 1:
+            if st != expected:
+                return False
+            expected *= n
     return True
 
 
@@ -261,8 +263,7 @@ def _iter(self):
 
 
 attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpose,
-               expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
+               stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
                T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
                flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
-               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk,
-               stride=stride, is_contiguous=is_contiguous)
+               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)

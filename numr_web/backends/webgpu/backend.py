@@ -158,8 +158,8 @@ class WebGPUBackend(NNPrimitives, Backend):
     def is_view(self, h):
         return h.view
 
-    def element_strides(self, h):
-        return tuple(h.strides)
+    def strides(self, h):
+        return tuple(h.strides)                              # GPUArray counts elements
 
     def max_elements(self, dtype):
         return self.d.max_buffer // ITEMSIZE[dtype.name] if dtype.name in ITEMSIZE else 0
