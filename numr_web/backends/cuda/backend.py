@@ -146,6 +146,9 @@ class CudaBackend(ArrayBackend):
 
     def full(self, shape, value, dtype):
         try:
+            if dtype.name == "float16":       # numpy's float16 of the value: CuPy's conversion of
+                import numpy                  # a Python float dropped the sign of -0.0
+                value = numpy.float16(value)
             return super().full(shape, value, dtype)
         except self._oom:
             raise self._limit("a tensor", shape, dtype.name) from None
@@ -166,9 +169,10 @@ class CudaBackend(ArrayBackend):
         try:
             if hasattr(host, "__cuda_array_interface__"):
                 return self.xp.asarray(host).astype(self.np_dtype(dtype), copy=False)
-            if self.capturing:                  # a copy node reading host memory the graph keeps
-                return self._recording.upload(self._host_numpy(host, dtype))
-            return super().from_host(host, dtype)
+            host = self._host_numpy(host, dtype)   # numpy's conversion: CuPy's of a Python float
+            if self.capturing:                  # to float16 dropped the sign of -0.0
+                return self._recording.upload(host)      # (a copy node reading host memory the
+            return self.xp.asarray(host)                 # graph keeps)
         except self._oom:
             raise self._limit("an upload", getattr(host, "shape", ()), dtype.name) from None
 
