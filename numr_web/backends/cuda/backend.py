@@ -26,6 +26,7 @@ Step capture into CUDA graphs: numr_web/backends/cuda/graphs.py (used by nr.capt
 """
 from __future__ import annotations
 
+import math
 import os
 
 from ...errors import BackendLimitError, KernelError
@@ -146,9 +147,11 @@ class CudaBackend(ArrayBackend):
 
     def full(self, shape, value, dtype):
         try:
-            if dtype.name == "float16":       # numpy's float16 of the value: CuPy's conversion of
-                import numpy                  # a Python float dropped the sign of -0.0
-                value = numpy.float16(value)
+            if isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0:
+                # -0.0: CuPy's fill takes a memset for any value == 0, which writes +0.0
+                import numpy
+                neg0 = self.xp.asarray(numpy.array(value, dtype=self.np_dtype(dtype)))
+                return self.xp.broadcast_to(neg0, shape).copy()
             return super().full(shape, value, dtype)
         except self._oom:
             raise self._limit("a tensor", shape, dtype.name) from None
