@@ -172,10 +172,12 @@ class CudaBackend(ArrayBackend):
         try:
             if hasattr(host, "__cuda_array_interface__"):
                 return self.xp.asarray(host).astype(self.np_dtype(dtype), copy=False)
-            host = self._host_numpy(host, dtype)   # numpy's conversion: CuPy's of a Python float
-            if self.capturing:                  # to float16 dropped the sign of -0.0
-                return self._recording.upload(host)      # (a copy node reading host memory the
-            return self.xp.asarray(host)                 # graph keeps)
+            host = self._host_numpy(host, dtype)
+            if self.capturing:                  # a copy node reading host memory the graph keeps
+                return self._recording.upload(host)
+            # 1-d for the copy: CuPy fills a 0-d array from its value, by a memset for any
+            # value == 0, which turned -0.0 into +0.0
+            return self.xp.asarray(host.reshape(-1)).reshape(host.shape)
         except self._oom:
             raise self._limit("an upload", getattr(host, "shape", ()), dtype.name) from None
 
