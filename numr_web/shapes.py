@@ -94,6 +94,15 @@ def prod(shape):
     return n
 
 
+def dense_strides(shape):
+    """Row-major element strides of `shape`."""
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= d
+    return tuple(reversed(st))
+
+
 def reshape_target(shape, new):
     """Resolve one -1 in `new`; ShapeError if the sizes differ."""
     new = [as_int(d, "a shape's dimension") for d in new]

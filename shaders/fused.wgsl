@@ -8,10 +8,10 @@
 // stored and loaded back.
 
 // An op's result as the next op reads it in the unfused execution: rounded to the storage type S
-// and back to C (float16: rounded to f16 between ops, round_s of the dtype file), then, for floats, plus -0.0 from the
-// metadata: exact for every value (x + -0.0 == x, signed zeros included), and opaque to the
-// compiler, so that no multiply-add is contracted across two ops (which one-op kernels, storing
-// each product, never do).
+// and back to C (float16: rounded to f16 between ops, by round_s of the dtype file), then, for
+// floats, plus -0.0 from the metadata: exact for every value (x + -0.0 == x, signed zeros
+// included), and opaque to the compiler, so that no multiply-add is contracted across two ops
+// (which one-op kernels, storing each product, never do).
 fn fused_value(v: C) -> C {
     let r = round_s(v);
     if (IS_INT) { return r; }

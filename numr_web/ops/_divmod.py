@@ -10,14 +10,15 @@ def np_floor_divide(xp, a, b):
                for v in (a, b)):
         return xp.floor_divide(a, b)
     mod = xp.fmod(a, b)
+    q = a / b                                   # its sign for a zero quotient; b = 0's result
     div = (a - mod) / b
     div = xp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     fl = xp.floor(div)
     fl = xp.where(div - fl > 0.5, fl + 1, fl)
-    fl = xp.where(div == 0, xp.copysign(0 * div, a / b), fl)
+    fl = xp.where(div == 0, xp.copysign(0 * div, q), fl)
     if not hasattr(b, "dtype"):                 # a Python number (CuPy's where takes no bool)
-        return a / b if b == 0 else fl
-    return xp.where(b == 0, a / b, fl)
+        return q if b == 0 else fl
+    return xp.where(b == 0, q, fl)
 
 
 def np_remainder(xp, a, b):

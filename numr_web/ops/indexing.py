@@ -261,21 +261,13 @@ def _masks_as_indices(x, items, given):
                 raise ShapeError(f"boolean mask of shape {mask.shape} does not match the "
                                  f"indexed dims {x.shape[d:d + mask.ndim]} of the tensor")
             hits = [j for j, m in enumerate(_flat(mask.tolist())) if m]      # the readback
-            for n, stride in zip(mask.shape, _dense(mask.shape)):
+            for n, stride in zip(mask.shape, sh.dense_strides(mask.shape)):
                 out.append([h // stride % n for h in hits] if hits else
                            tensor([], dtype="int32", device=x.device))
         else:
             out.append(i)
         d += x.ndim - sum(width) if i is Ellipsis else width[k]
     return tuple(out)
-
-
-def _dense(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return strides[::-1]
 
 
 def _mask_select(x, mask):

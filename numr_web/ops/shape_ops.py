@@ -184,7 +184,8 @@ def contiguous(x):
 
 def stride(x, dim=None):
     """Element strides of x's layout as torch reports them: a view (transpose, slice, expand)
-    keeps its base's memory and reports its strides; results of computing ops are dense."""
+    keeps its base's memory and reports its strides; a computed result has the layout its
+    backend gave it (dense on webgpu; numpy's / CuPy's choice on cpu / cuda)."""
     strides = x._backend.strides(x._data)
     return strides if dim is None else strides[sh.normalize_axis(dim, x.ndim)]
 
@@ -263,7 +264,8 @@ def _iter(self):
 
 
 attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpose,
-               stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand, __getitem__=getitem, __iter__=_iter,
+               stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand,
+               __getitem__=getitem, __iter__=_iter,
                T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
                flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
                contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)

@@ -136,8 +136,9 @@ __global__ void __launch_bounds__(ATT_ROWS) attn_bwd_dq(
     C qr[DM], gr[DM], acc[DM];
     att_load_row<S, DM>(qr, q + (live ? r : 0) * D, D);
     att_load_row<S, DM>(gr, dout + (live ? r : 0) * DV, DV);
-    C dl = 0;
-    for (long long d = 0; live && d < DV; ++d) dl += IO<S>::ld(dout[r * DV + d]) * IO<S>::ld(out[r * DV + d]);
+    C dl = 0;                                    // delta_i = dout_i . out_i (dout_i is in gr)
+#pragma unroll
+    for (int d = 0; d < DM; ++d) if (live && d < DV) dl += gr[d] * IO<S>::ld(out[r * DV + d]);
 #pragma unroll
     for (int d = 0; d < DM; ++d) acc[d] = 0;
     const C ls = live ? IO<S>::ld(lse[r]) : C(0);

@@ -5,6 +5,7 @@ kernel): the caller then takes the composed path (cuBLAS products and elementwis
 """
 from __future__ import annotations
 
+from ...shapes import prod
 from . import codegen as G
 
 ATT_ROWS = 64                              # attention.cu's ATT_ROWS: threads (rows) per block
@@ -50,9 +51,7 @@ class Attention:
         ct = be._ct.get(q.dtype.char)
         dm = _row_length(q, v)
         margs = _mask_args(mask)
-        B = 1
-        for n in q.shape[:-2]:
-            B *= n
+        B = prod(q.shape[:-2])
         T = max(q.shape[-2], k.shape[-2])
         if ct is None or dm is None or margs is None or -(-T // ATT_ROWS) > MAX_ROW_BLOCKS:
             return None

@@ -66,7 +66,6 @@ template <typename C> __device__ __forceinline__ C gelu_tanh_u(C z) {
 template <typename C> __device__ __forceinline__ C gelu_tanh_du(C z) {
     return C(K_GELU_C) * (C(1) + C(3.0 * K_GELU_A) * z * z);
 }
-// softplus (beta 1, threshold 20, torch's)
 // z exp(x) where exp(x) alone would be subnormal (flushed to 0 under -ftz) but the product is
 // normal: exp(x) = 2^k exp(r), |r| <= ln2 / 2 (Cody-Waite: ln2 in two parts), then (z exp(r)) 2^k
 __device__ __forceinline__ float mul_exp(float z, float x) {
@@ -79,6 +78,7 @@ __device__ __forceinline__ float mul_exp(float z, float x) {
 __device__ __forceinline__ double mul_exp(double z, double x) { return z * exp(x); }
 #define K_TAIL -80      // lower tails (z exp(z) forms of the table) start below it
 
+// softplus (beta 1, threshold 20, torch's)
 template <typename C> __device__ __forceinline__ C softplus_f(C z) {
     return z > C(20) ? z : log1p(m_exp(z));
 }

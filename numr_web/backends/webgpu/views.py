@@ -8,6 +8,8 @@ a view needs bound (`byte_range`). Tested without a GPU (tests/test_webgpu_views
 """
 from __future__ import annotations
 
+from ...shapes import dense_strides
+
 # storage bytes per element (bool is one u32 per element in WGSL)
 ITEMSIZE = {"float32": 4, "int32": 4, "bool": 4, "float16": 2}
 
@@ -17,15 +19,6 @@ def prod(shape):
     for s in shape:
         n *= s
     return n
-
-
-def dense_strides(shape):
-    """Row-major element strides of `shape`."""
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return tuple(reversed(st))
 
 
 def broadcast_shapes(*shapes):
