@@ -11,8 +11,9 @@ import numr_web as nr
 
 from _diff import dtypes_on
 
-# float16 keeps the log-sum-exp in float16 (as the output's dtype), which the backward reuses
-TOL = {"float64": (1e-12, 1e-12), "float32": (2e-5, 2e-5), "float16": (4e-3, 3e-2)}
+# measured on cpu and lavapipe: float32 within 1.2e-6 (|err| / (|want| + 1)), float16 within 4e-3
+# (it keeps the log-sum-exp in float16, as the output's dtype, which the backward reuses)
+TOL = {"float64": (1e-12, 1e-12), "float32": (4e-6, 4e-6), "float16": (6e-3, 6e-3)}
 
 
 def _case(kind, TQ=130, TK=70, D=20, DV=12, seed=0):
@@ -67,4 +68,4 @@ def test_attention_long_sequence_causal(device):
     out = nr.scaled_dot_product_attention(*ts, is_causal=True)
     (out * nr.tensor(g.astype(np.float32), device=device)).sum().backward()
     for name, got, w in zip(("out", "dq", "dk", "dv"), [out] + [t.grad for t in ts], want):
-        np.testing.assert_allclose(got.numpy(), w, rtol=3e-5, atol=3e-5, err_msg=name)
+        np.testing.assert_allclose(got.numpy(), w, rtol=4e-6, atol=4e-6, err_msg=name)
