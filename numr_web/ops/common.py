@@ -59,8 +59,10 @@ def tensor_first(fn, name):
 
 
 def need_tensor(x, what):
+    """x, where it is a Tensor; else the DTypeError every op gives for a non-tensor argument."""
     if not isinstance(x, Tensor):
-        raise DTypeError(f"{what} must be a Tensor, got {type(x).__name__}")
+        raise DTypeError(f"{what} expects a Tensor, got {type(x).__name__}; make one with "
+                         "nr.tensor(...)")
     return x
 
 

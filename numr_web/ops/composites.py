@@ -12,18 +12,12 @@ from .. import shapes as sh
 from ..creation import arange, full, zeros
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
-from .common import attach_methods
+from .common import attach_methods, need_tensor
 from .elementwise import maximum, minimum, where
 from .linalg import matmul
 from .reductions import axis_args, reduce_op
 from .shape_ops import concat, expand, permute, reshape, transpose
 
-
-def _tensor(x, name):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}; make one with "
-                         "nr.tensor(...)")
-    return x
 
 
 def _dims(d, name):
@@ -35,7 +29,7 @@ def _dims(d, name):
 # -- shape --------------------------------------------------------------------------------------------
 def movedim(x, source, destination):
     """The dims `source` moved to positions `destination`, the others in their order (torch)."""
-    x = _tensor(x, "movedim")
+    x = need_tensor(x, "movedim")
     src = [sh.normalize_axis(d, x.ndim) for d in _dims(source, "movedim")]
     dst = [sh.normalize_axis(d, x.ndim) for d in _dims(destination, "movedim")]
     if len(src) != len(dst):
@@ -50,7 +44,7 @@ def movedim(x, source, destination):
 
 def unbind(x, dim=0):
     """The slices along dim, as a tuple of tensors without that dim."""
-    x = _tensor(x, "unbind")
+    x = need_tensor(x, "unbind")
     if x.ndim == 0:
         raise ShapeError("unbind of a 0-d tensor: there is no dim to split")
     d = sh.normalize_axis(dim, x.ndim)
@@ -59,7 +53,7 @@ def unbind(x, dim=0):
 
 def roll(x, shifts, dims=None):
     """Elements shifted along dims, wrapping around; dims=None rolls the flattened tensor."""
-    x = _tensor(x, "roll")
+    x = need_tensor(x, "roll")
     if dims is None:
         if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
             raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
@@ -82,7 +76,7 @@ def roll(x, shifts, dims=None):
 
 def tile(x, dims):
     """x repeated `dims` times along each dim (leading ones added to the shorter of the two)."""
-    x = _tensor(x, "tile")
+    x = need_tensor(x, "tile")
     reps = _dims(dims, "tile")
     if any(r < 0 for r in reps):
         raise ShapeError(f"tile: repetitions must be non-negative, got {reps}")
@@ -106,7 +100,7 @@ def _repeat(x, *sizes):
 
 def repeat_interleave(x, repeats, dim=None):
     """Each element repeated `repeats` (an int) times along dim (flattened when dim is None)."""
-    x = _tensor(x, "repeat_interleave")
+    x = need_tensor(x, "repeat_interleave")
     if isinstance(repeats, Tensor) or not isinstance(repeats, int) or isinstance(repeats, bool):
         raise DTypeError("repeat_interleave takes one int of repetitions here (per-element "
                          f"repetitions are not supported), got {type(repeats).__name__}")
@@ -125,14 +119,14 @@ def repeat_interleave(x, repeats, dim=None):
 
 def _like(name, fn):
     def method(self, other):
-        return fn(self, _tensor(other, name).shape)
+        return fn(self, need_tensor(other, name).shape)
     method.__name__ = name
     return method
 
 
 # -- linear algebra -----------------------------------------------------------------------------------
 def _need(t, ndim, name, what):
-    if _tensor(t, name).ndim != ndim:
+    if need_tensor(t, name).ndim != ndim:
         raise ShapeError(f"{name}: {what} must be {ndim}-D, got shape {t.shape}")
 
 
@@ -183,7 +177,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
 
 def _diagonal(x, offset=0, dim1=0, dim2=1):
     """The diagonal of the (dim1, dim2) planes, as a last dim (a strided view of a copy)."""
-    x = _tensor(x, "diagonal")
+    x = need_tensor(x, "diagonal")
     if x.ndim < 2:
         raise ShapeError(f"diagonal needs a tensor of at least 2 dims, got shape {x.shape}")
     x = movedim(x, (dim1, dim2), (-2, -1))
@@ -204,7 +198,7 @@ def trace(x):
 
 def diag(x, diagonal=0):  # noqa: A002 (torch's name)
     """1-D -> the 2-D matrix with x on a diagonal; 2-D -> that diagonal (torch.diag)."""
-    x = _tensor(x, "diag")
+    x = need_tensor(x, "diag")
     k = sh.as_int(diagonal, "diag diagonal")
     if x.ndim == 2:
         return _diagonal(x, k)
@@ -228,18 +222,18 @@ def _zero(x):
 def amax(x, dim=(), keepdim=False):
     """The maximum over dims (all when dim=()); ties share the gradient (torch.amax)."""
     axis = None if dim in ((), None, []) else _dims(dim, "amax")
-    return reduce_op("max", _tensor(x, "amax"), axis, keepdim)
+    return reduce_op("max", need_tensor(x, "amax"), axis, keepdim)
 
 
 def amin(x, dim=(), keepdim=False):
     axis = None if dim in ((), None, []) else _dims(dim, "amin")
-    return reduce_op("min", _tensor(x, "amin"), axis, keepdim)
+    return reduce_op("min", need_tensor(x, "amin"), axis, keepdim)
 
 
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over dims (all by default): p = 2 / "fro", 1, inf, -inf, 0 or any
     positive float. The gradient at a zero vector is 0 (torch's subgradient), never NaN."""
-    x = _tensor(x, "norm")
+    x = need_tensor(x, "norm")
     if not x.dtype.is_floating:
         raise DTypeError(f"norm needs a floating-point tensor, got {x.dtype.name}; convert it "
                          "with .float()")
@@ -265,28 +259,28 @@ def norm(x, p="fro", dim=None, keepdim=False):
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) with var's arguments (torch.var_mean, its unbiased overloads too)."""
-    x = _tensor(x, "var_mean")
+    x = need_tensor(x, "var_mean")
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return (x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    x = _tensor(x, "std_mean")
+    x = need_tensor(x, "std_mean")
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return (x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim=keepdim))
 
 
 def count_nonzero(x, dim=None):
-    x = _tensor(x, "count_nonzero")
+    x = need_tensor(x, "count_nonzero")
     axis = None if dim is None else _dims(dim, "count_nonzero")
     return (x != 0).astype(dt.int32).sum(axis)
 
 
 def diff(x, n=1, dim=-1):
     """The n-th forward difference along dim (torch.diff without prepend/append)."""
-    x = _tensor(x, "diff")
+    x = need_tensor(x, "diff")
     if x.ndim == 0:
         raise ShapeError("diff needs at least a 1-D tensor")
     if not isinstance(n, int) or n < 0:
@@ -322,7 +316,7 @@ def _scan(x, dim, combine, identity):
 
 
 def _scan_input(x, dtype, name):
-    x = _tensor(x, name)
+    x = need_tensor(x, name)
     if dtype is not None:
         return x.astype(dtype)
     return x.astype(dt.int32) if x.dtype is dt.bool_ else x    # torch: int64, numr's int32
@@ -346,7 +340,7 @@ def _logaddexp(a, b):
 
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) without overflow, combining by log-add-exp (torch.logcumsumexp)."""
-    x = _tensor(x, "logcumsumexp")
+    x = need_tensor(x, "logcumsumexp")
     if not x.dtype.is_floating:
         raise DTypeError(f"logcumsumexp needs a floating-point tensor, got {x.dtype.name}")
     return _scan(x, dim, _logaddexp, -math.inf)

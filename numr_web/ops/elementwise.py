@@ -19,7 +19,7 @@ from ..tensor import Tensor
 from ._erf import erf as erf_xp
 from .activations import ACT, get_act
 from .act_higher import d3_vjp, dds_vjp
-from .common import (as_tensor, attach_methods, check_output_size, check_same_device,
+from .common import (as_tensor, attach_methods, check_output_size, check_same_device, need_tensor,
                      sum_to_shape)
 from ._divmod import np_floor_divide as _np_floor_divide, np_remainder as _np_remainder
 from .registry import OPS, register
@@ -237,8 +237,7 @@ _INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"
 
 
 def unary(name, x):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    need_tensor(x, name)
     if name in _INT_ONLY:
         if x.dtype.is_floating:
             raise DTypeError(f"{name} needs an integer or bool tensor, got {x.dtype.name}")

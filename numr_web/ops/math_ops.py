@@ -13,7 +13,7 @@ import math
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..tensor import Tensor
-from .common import attach_methods
+from .common import attach_methods, need_tensor
 from .elementwise import _binary, _unary, binary, rsqrt, unary, where
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -52,8 +52,7 @@ _FLOAT_MATH = ("reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "as
 
 def _rounding(name):
     def fn(x):
-        if not isinstance(x, Tensor):
-            raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+        need_tensor(x, name)
         if not x.dtype.is_floating:            # integers are already whole (torch returns them)
             if x.dtype is dt.bool_:
                 raise DTypeError(f"{name} of a bool tensor is not defined (as in torch); convert "
@@ -67,8 +66,7 @@ def _rounding(name):
 
 def _float_math(name):
     def fn(x):
-        if not isinstance(x, Tensor):
-            raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+        need_tensor(x, name)
         return unary(name, x if x.dtype.is_floating else x.astype(dt.default_float))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}: elementwise; integer and bool tensors are computed as float32."
@@ -134,35 +132,29 @@ def _is_bool(x):
 
 
 # -- predicates and comparisons as functions (composites) ---------------------------------------------
-def _tensor(x, name):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
-    return x
-
-
 def isnan(x):
-    return _tensor(x, "isnan") != x                        # integers: all False
+    return need_tensor(x, "isnan") != x                        # integers: all False
 
 
 def isinf(x):
-    x = _tensor(x, "isinf")
+    x = need_tensor(x, "isinf")
     if not x.dtype.is_floating:
         return x != x
     return abs(x) == math.inf
 
 
 def isposinf(x):
-    x = _tensor(x, "isposinf")
+    x = need_tensor(x, "isposinf")
     return x == math.inf if x.dtype.is_floating else x != x
 
 
 def isneginf(x):
-    x = _tensor(x, "isneginf")
+    x = need_tensor(x, "isneginf")
     return x == -math.inf if x.dtype.is_floating else x != x
 
 
 def isfinite(x):
-    x = _tensor(x, "isfinite")
+    x = need_tensor(x, "isfinite")
     if not x.dtype.is_floating:
         return x == x
     return abs(x) < math.inf                            # NaN compares False
@@ -170,7 +162,7 @@ def isfinite(x):
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest/lowest finite)."""
-    x = _tensor(x, "nan_to_num")
+    x = need_tensor(x, "nan_to_num")
     if not x.dtype.is_floating:
         return x.clone()
     big = _LARGEST[x.dtype.name]
@@ -180,19 +172,19 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 
 def square(x):
-    x = _tensor(x, "square")
+    x = need_tensor(x, "square")
     if x.dtype is dt.bool_:                    # torch squares bools as integers (pow(x, 2))
         x = x.astype(dt.int32)
     return x * x
 
 
 def logical_not(x):
-    return _tensor(x, "logical_not") == 0
+    return need_tensor(x, "logical_not") == 0
 
 
 def _logical(name, op):
     def fn(a, b):
-        _tensor(a, name)
+        need_tensor(a, name)
         return op(a != 0, b != 0 if isinstance(b, Tensor) else bool(b))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}: elementwise on truth values (nonzero is True); a bool tensor."
@@ -206,7 +198,7 @@ logical_xor = _logical("logical_xor", lambda a, b: a ^ b)
 
 def _compare(name, op):
     def fn(a, b):
-        return op(_tensor(a, name), b)
+        return op(need_tensor(a, name), b)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}(input, other): elementwise comparison, a bool tensor."
     return fn
@@ -223,7 +215,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     """|a - b| <= atol + rtol |b| (torch.isclose); infinities are close only to themselves."""
-    a = _tensor(a, "isclose")
+    a = need_tensor(a, "isclose")
     if rtol < 0 or atol < 0:
         raise DTypeError(f"isclose: rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     if isinstance(b, Tensor) and b.dtype is not a.dtype:
@@ -240,20 +232,20 @@ def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
 
 def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     """True when every element is isclose (one readback)."""
-    a = _tensor(a, "allclose").detach()
+    a = need_tensor(a, "allclose").detach()
     return bool(isclose(a, b.detach() if isinstance(b, Tensor) else b, rtol, atol,
                         equal_nan).all().item())
 
 
 def equal(a, b):
     """True when a and b have the same shape and the same elements (torch.equal)."""
-    a, b = _tensor(a, "equal").detach(), _tensor(b, "equal").detach()
+    a, b = need_tensor(a, "equal").detach(), need_tensor(b, "equal").detach()
     return a.shape == b.shape and bool((a == b).all().item())
 
 
 def lerp(start, end, weight):
     """start + weight (end - start) (torch.lerp)."""
-    return _tensor(start, "lerp") + weight * (end - start)
+    return need_tensor(start, "lerp") + weight * (end - start)
 
 
 attach_methods(

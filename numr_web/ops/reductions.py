@@ -9,7 +9,7 @@ from .. import shapes as sh
 from ..autograd import apply
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
-from .common import attach_methods
+from .common import attach_methods, need_tensor
 from .elementwise import where
 from .registry import OPS, register
 
@@ -65,15 +65,8 @@ def _all_if_empty(axis):
     return None if isinstance(axis, (tuple, list)) and not axis else axis
 
 
-def _tensor(x, name):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
-    return x
-
-
 def reduce_op(op, x, axis=None, keepdims=False):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{op} expects a Tensor, got {type(x).__name__}")
+    need_tensor(x, op)
     axis = _all_if_empty(axis)
     axes = sh.normalize_axes(axis, x.ndim)
     if op in ("max", "min") and any(x.shape[a] == 0 for a in axes) or \
@@ -141,8 +134,7 @@ def _var(x, dim, correction, keepdim, unbiased, name):
             raise DTypeError(f"{name}: give either unbiased or correction, not both")
         correction = 1 if unbiased else 0
     correction = 1 if correction is None else correction
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}")
+    need_tensor(x, name)
     if not x.dtype.is_floating:
         raise DTypeError(f"{name} of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
     if x.dtype is dt.float16:
@@ -239,11 +231,11 @@ def _softmax(x, dim, axis, log):
 
 def softmax(x, dim=None, *, axis=None, dtype=None):
     """torch.softmax; dtype casts the input first (torch's dtype=)."""
-    return _softmax(x if dtype is None else _tensor(x, "softmax").astype(dtype), dim, axis, False)
+    return _softmax(x if dtype is None else need_tensor(x, "softmax").astype(dtype), dim, axis, False)
 
 
 def log_softmax(x, dim=None, *, axis=None, dtype=None):
-    return _softmax(x if dtype is None else _tensor(x, "log_softmax").astype(dtype), dim, axis,
+    return _softmax(x if dtype is None else need_tensor(x, "log_softmax").astype(dtype), dim, axis,
                     True)
 
 

@@ -13,10 +13,9 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, full
-from ..errors import DTypeError, IndexOutOfRangeError
+from ..errors import IndexOutOfRangeError
 from ..gradmode import no_grad
-from ..tensor import Tensor
-from .common import attach_methods
+from .common import attach_methods, need_tensor
 from .elementwise import where
 from .registry import OPS, register
 from .shape_ops import concat, stack
@@ -27,13 +26,6 @@ SortResult = namedtuple("sort", ("values", "indices"))
 TopkResult = namedtuple("topk", ("values", "indices"))
 KthvalueResult = namedtuple("kthvalue", ("values", "indices"))
 MedianResult = namedtuple("median", ("values", "indices"))
-
-
-def _tensor(x, name):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}; make one with "
-                         "nr.tensor(...)")
-    return x
 
 
 # -- the bitonic network (devices without a sort primitive) ------------------------------------------
@@ -89,7 +81,7 @@ def _bitonic_argsort(x, descending):
 # -- public functions -----------------------------------------------------------------------------------
 def argsort(x, dim=-1, descending=False, *, stable=False):
     """Indices (int32) that sort x along dim (torch.argsort); always stable."""
-    x = _tensor(x, "argsort")
+    x = need_tensor(x, "argsort")
     if x.ndim == 0:
         sh.normalize_axis(dim, 1)
         return full((), 0, dtype=dt.int32, device=x.device)
@@ -111,7 +103,7 @@ def _gather(x, d, idx):
 
 def sort(x, dim=-1, descending=False, *, stable=False):
     """(values, indices) sorted along dim (torch.sort); the values carry x's gradient."""
-    x = _tensor(x, "sort")
+    x = need_tensor(x, "sort")
     idx = argsort(x, dim, descending)
     if x.ndim == 0:
         return SortResult(x.clone(), idx)
@@ -124,7 +116,7 @@ def msort(x):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (torch's name)
     """The k largest (smallest with largest=False) along dim, in order, and their indices."""
-    x = _tensor(x, "topk")
+    x = need_tensor(x, "topk")
     k = sh.as_int(k, "topk k")
     d = sh.normalize_axis(dim, max(x.ndim, 1))
     n = x.shape[d] if x.ndim else 1
@@ -139,7 +131,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (torch's name)
 
 def kthvalue(x, k, dim=-1, keepdim=False):
     """The k-th smallest (1-based) along dim and its index (torch.kthvalue)."""
-    x = _tensor(x, "kthvalue")
+    x = need_tensor(x, "kthvalue")
     k = sh.as_int(k, "kthvalue k")
     d = sh.normalize_axis(dim, max(x.ndim, 1))
     n = x.shape[d] if x.ndim else 1
@@ -158,7 +150,7 @@ def kthvalue(x, k, dim=-1, keepdim=False):
 def median(x, dim=None, keepdim=False):
     """The lower median (torch.median): NaN where the slice holds a NaN. Without dim, the value
     over all elements; with dim, (values, indices)."""
-    x = _tensor(x, "median")
+    x = need_tensor(x, "median")
     if dim is None:
         if x.size == 0:
             raise IndexOutOfRangeError("median of an empty tensor is undefined")

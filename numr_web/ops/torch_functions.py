@@ -16,19 +16,12 @@ from ..creation import tensor
 from ..errors import DTypeError, ShapeError
 from ..generator import resolve_seed
 from ..tensor import Tensor
-from .common import attach_methods, check_same_device
+from .common import attach_methods, check_same_device, need_tensor
 from .elementwise import maximum, minimum, where
 from .indexing import _check_range, _index_tensor
 from .linalg import matmul
 from .registry import OPS
 from .shape_ops import expand, reshape
-
-
-def _tensor(x, name):
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"{name} expects a Tensor, got {type(x).__name__}; make one with "
-                         "nr.tensor(...)")
-    return x
 
 
 # -- broadcasting ---------------------------------------------------------------------------------------
@@ -38,12 +31,12 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_tensors(*tensors):
-    shape = sh.broadcast_shapes(*(_tensor(t, "broadcast_tensors").shape for t in tensors))
+    shape = sh.broadcast_shapes(*(need_tensor(t, "broadcast_tensors").shape for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
 
 def broadcast_to(x, shape):
-    return expand(_tensor(x, "broadcast_to"), tuple(shape))
+    return expand(need_tensor(x, "broadcast_to"), tuple(shape))
 
 
 def meshgrid(*tensors, indexing="ij"):
@@ -52,7 +45,7 @@ def meshgrid(*tensors, indexing="ij"):
     if indexing not in ("ij", "xy"):
         raise ShapeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     for t in ts:
-        if _tensor(t, "meshgrid").ndim > 1:
+        if need_tensor(t, "meshgrid").ndim > 1:
             raise ShapeError(f"meshgrid takes 0-D or 1-D tensors, got shape {t.shape}")
     ts = [t.reshape(-1) for t in ts]
     swap = indexing == "xy" and len(ts) >= 2
@@ -70,7 +63,7 @@ def meshgrid(*tensors, indexing="ij"):
 # -- indexing adjoints ----------------------------------------------------------------------------------
 def take_along_dim(x, indices, dim=None):
     """x's values at `indices` along dim, indices broadcast against x (torch.take_along_dim)."""
-    x = _tensor(x, "take_along_dim")
+    x = need_tensor(x, "take_along_dim")
     idx = _index_tensor(indices, x, "take_along_dim")
     if dim is None:
         x, idx, d = x.reshape(-1), idx.reshape(-1), 0
@@ -91,10 +84,10 @@ def take_along_dim(x, indices, dim=None):
 def scatter_add(x, dim, index, src):
     """out = x, plus src[i][j] added at out[index[i][j]][j] (dim 0; torch.scatter_add). The
     sums run in a fixed order (deterministic); the gradient of src is gather's."""
-    x = _tensor(x, "scatter_add")
+    x = need_tensor(x, "scatter_add")
     d = sh.normalize_axis(dim, x.ndim)
     index = _index_tensor(index, x, "scatter_add")
-    src = _tensor(src, "scatter_add")
+    src = need_tensor(src, "scatter_add")
     check_same_device(x, index, src)
     if index.ndim != x.ndim or src.ndim != x.ndim:
         raise ShapeError(f"scatter_add: index and src must have x's {x.ndim} dims, got "
@@ -111,13 +104,13 @@ def scatter_add(x, dim, index, src):
 
 def index_add(x, dim, index, source, *, alpha=1):
     """x with alpha * source's slices added at the 1-D `index` along dim (torch.index_add)."""
-    x = _tensor(x, "index_add")
+    x = need_tensor(x, "index_add")
     d = sh.normalize_axis(dim, x.ndim)
     index = _index_tensor(index, x, "index_add")
     if index.ndim != 1:
         raise ShapeError(f"index_add: index must be 1-D, got shape {index.shape}")
     want = x.shape[:d] + (index.shape[0],) + x.shape[d + 1:]
-    if _tensor(source, "index_add").shape != want:
+    if need_tensor(source, "index_add").shape != want:
         raise ShapeError(f"index_add: source must have shape {want}, got {source.shape}")
     view = (1,) * d + (index.shape[0],) + (1,) * (x.ndim - d - 1)
     src = source if alpha == 1 else source * alpha
@@ -127,7 +120,7 @@ def index_add(x, dim, index, source, *, alpha=1):
 # -- linear algebra and geometry ------------------------------------------------------------------------
 def tensordot(a, b, dims=2):
     """Sum over the last `dims` dims of a and the first of b (or the listed pairs of dims)."""
-    a, b = _tensor(a, "tensordot"), _tensor(b, "tensordot")
+    a, b = need_tensor(a, "tensordot"), need_tensor(b, "tensordot")
     if isinstance(dims, int):
         if dims < 0 or dims > min(a.ndim, b.ndim):
             raise ShapeError(f"tensordot: dims={dims} is out of range for shapes {a.shape} "
@@ -149,7 +142,7 @@ def tensordot(a, b, dims=2):
 
 def kron(a, b):
     """The Kronecker product (torch.kron)."""
-    a, b = _tensor(a, "kron"), _tensor(b, "kron")
+    a, b = need_tensor(a, "kron"), need_tensor(b, "kron")
     n = max(a.ndim, b.ndim)
     a = a.reshape((1,) * (n - a.ndim) + a.shape)
     b = b.reshape((1,) * (n - b.ndim) + b.shape)
@@ -161,7 +154,7 @@ def kron(a, b):
 
 def cross(a, b, dim=None):
     """The cross product of 3-vectors along dim (the first dim of size 3 when None)."""
-    a, b = _tensor(a, "cross"), _tensor(b, "cross")
+    a, b = need_tensor(a, "cross"), need_tensor(b, "cross")
     shape = sh.broadcast_shapes(a.shape, b.shape)
     a, b = expand(a, shape), expand(b, shape)
     if dim is None:
@@ -179,7 +172,7 @@ def cross(a, b, dim=None):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """x1 . x2 / max(|x1| |x2|, eps) along dim (torch's)."""
-    x1, x2 = _tensor(x1, "cosine_similarity"), _tensor(x2, "cosine_similarity")
+    x1, x2 = need_tensor(x1, "cosine_similarity"), need_tensor(x2, "cosine_similarity")
     dot = (x1 * x2).sum(dim)
     n = ((x1 * x1).sum(dim) * (x2 * x2).sum(dim)).clamp(min=eps * eps).sqrt()
     return dot / n
@@ -187,7 +180,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 def logaddexp(a, b):
     """log(exp(a) + exp(b)) without overflow (torch.logaddexp)."""
-    a = _tensor(a, "logaddexp") if not isinstance(b, Tensor) else a
+    a = need_tensor(a, "logaddexp") if not isinstance(b, Tensor) else a
     hi, lo = maximum(a, b), minimum(a, b)
     finite = where(abs(hi) == math.inf, 0.0, hi)
     both_inf = (hi == lo) & (abs(hi) == math.inf)               # -inf,-inf or inf,inf: itself
@@ -196,7 +189,7 @@ def logaddexp(a, b):
 
 def hypot(a, b):
     """sqrt(a^2 + b^2) without overflow or underflow in the squares (torch.hypot)."""
-    a = _tensor(a, "hypot") if not isinstance(b, Tensor) else a
+    a = need_tensor(a, "hypot") if not isinstance(b, Tensor) else a
     a, b = (x.astype(dt.int32) if isinstance(x, Tensor) and x.dtype is dt.bool_ else x for x in (a, b))
     aa, ab = abs(a), abs(b)
     big, small = maximum(aa, ab), minimum(aa, ab)
@@ -373,7 +366,7 @@ def einsum(equation, *operands):
     if not isinstance(equation, str) or not ops:
         raise DTypeError("einsum(equation, *operands): a string and at least one tensor")
     for t in ops:
-        _tensor(t, "einsum")
+        need_tensor(t, "einsum")
     check_same_device(*ops)
     terms, out = _einsum_parse(equation, ops)
     later = [set("".join(terms[k + 1:]) + out) for k in range(len(terms))]
@@ -388,7 +381,7 @@ def einsum(equation, *operands):
 # -- data-dependent shapes: one readback each (as torch synchronises), then the result on the device ----
 def nonzero(x, *, as_tuple=False):
     """Indices of the nonzero elements, row-major: (n, ndim) int32, or a tuple of 1-D tensors."""
-    x = _tensor(x, "nonzero")
+    x = need_tensor(x, "nonzero")
     flat = (x != 0).reshape(-1).tolist()                    # the readback
     hits = [k for k, v in enumerate(flat) if v]
     coords = []
@@ -406,7 +399,7 @@ def nonzero(x, *, as_tuple=False):
 
 def masked_select(x, mask):
     """x's elements where mask (broadcast together) is True, as a 1-D tensor (differentiable)."""
-    x = _tensor(x, "masked_select")
+    x = need_tensor(x, "masked_select")
     mask = _index_tensor(mask, x, "masked_select") if not isinstance(mask, Tensor) else mask
     if mask.dtype is not dt.bool_:
         raise DTypeError(f"masked_select needs a bool mask, got {mask.dtype.name}")
@@ -417,7 +410,7 @@ def masked_select(x, mask):
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values, ascending (torch.unique of the flattened tensor; each NaN is distinct
     and comes last, as torch's sorted unique gives them)."""
-    x = _tensor(x, "unique")
+    x = need_tensor(x, "unique")
     if dim is not None:
         raise ShapeError("unique(dim=...) is not supported; unique over the flattened tensor is")
     vals = x.reshape(-1).tolist()                          # the readback
@@ -446,14 +439,14 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
 
 def bincount(x, weights=None, minlength=0):
     """Counts of each value of a 1-D non-negative int tensor (weighted sums with weights)."""
-    x = _tensor(x, "bincount")
+    x = need_tensor(x, "bincount")
     if x.ndim != 1 or x.dtype.is_floating or x.dtype is dt.bool_:
         raise DTypeError(f"bincount needs a 1-D int32 tensor, got {x.dtype.name} of shape {x.shape}")
     vals = x.tolist()                                     # the readback
     if any(v < 0 for v in vals):
         raise ShapeError("bincount: the values must be non-negative")
     n = max([minlength] + [v + 1 for v in vals])
-    if weights is not None and _tensor(weights, "bincount").shape != x.shape:
+    if weights is not None and need_tensor(weights, "bincount").shape != x.shape:
         raise ShapeError(f"bincount: weights must have x's shape {x.shape}, got {weights.shape}")
     src = weights if weights is not None else (x * 0 + 1)
     dtype = src.dtype if weights is not None else dt.int32
