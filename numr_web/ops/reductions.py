@@ -231,7 +231,8 @@ def _softmax(x, dim, axis, log):
 
 def softmax(x, dim=None, *, axis=None, dtype=None):
     """torch.softmax; dtype casts the input first (torch's dtype=)."""
-    return _softmax(x if dtype is None else need_tensor(x, "softmax").astype(dtype), dim, axis, False)
+    return _softmax(x if dtype is None else need_tensor(x, "softmax").astype(dtype), dim, axis,
+                    False)
 
 
 def log_softmax(x, dim=None, *, axis=None, dtype=None):
