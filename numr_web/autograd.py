@@ -128,17 +128,28 @@ class _Edge:
             t.requires_grad, t.shape, t.dtype, t.device
 
 
+def _needs_grad(args):
+    if not is_grad_enabled():
+        return False
+    for a in args:
+        if a._requires_grad:
+            return True
+    return False
+
+
 def apply(op, /, *args, **attrs):
     """Run op.forward on the args' backend handles; record a Node when a gradient is needed.
     forward returns (output handle or tuple of handles, saved dict or None)."""
     x0 = args[0]
     be = x0._backend
     outs, saved = op.forward(be, *[a._data for a in args], **attrs)
-    multi = isinstance(outs, tuple)
+    multi = type(outs) is tuple
+    if not multi and (op.vjp is None or not _needs_grad(args)):   # the common eager case
+        return x0._wrap(outs, be.dtype_of(outs), x0.device, be)
     handles = outs if multi else (outs,)
     dtypes = tuple(be.dtype_of(h) for h in handles)
     results = tuple(x0._wrap(h, d, x0.device, be) for h, d in zip(handles, dtypes))
-    if op.vjp is not None and is_grad_enabled() and any(a._requires_grad for a in args):
+    if op.vjp is not None and _needs_grad(args):
         node = Node(op, args, attrs, handles if op.save_out else None, saved, dtypes)
         for i, t in enumerate(results):
             if t.dtype.is_floating:

@@ -23,6 +23,24 @@ _NP_NAMES = {"bool": "bool_"}
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
 
 
+def _quiet_state(np):
+    """(get, set, reset, quiet): numpy's floating-point error state for the calling thread and its
+    "ignore all" value. numpy >= 2 keeps that state in a context variable: setting it to one
+    prebuilt value costs a fraction of np.errstate's enter/exit (which builds it anew each time:
+    ~1 us an op on the cpu), and a nested call (one backend method calling another) finds it set
+    and changes nothing. numpy 1.x: the same four names over np.errstate."""
+    try:
+        from numpy._core._ufunc_config import _extobj_contextvar as var
+        from numpy._core.umath import _make_extobj
+        return var.get, var.set, var.reset, _make_extobj(all="ignore")
+    except (ImportError, AttributeError, TypeError):
+        def put(_):
+            state = np.errstate(all="ignore")
+            state.__enter__()
+            return state
+        return (lambda: None), put, (lambda state: state.__exit__(None, None, None)), object()
+
+
 class ArrayBackend(ArrayNN, Backend):
     xp = None  # numpy or cupy, set by subclasses
 
@@ -38,6 +56,7 @@ class ArrayBackend(ArrayNN, Backend):
     # Methods whose host-side numpy work can overflow or meet NaN on every array backend (the
     # host data's conversion); on the cpu every method computes with numpy.
     _HOST_METHODS = ("from_host", "_host_numpy", "full", "arange", "random")
+    _METADATA = ("dtype_of", "is_view", "strides", "covers", "info")
 
     def _quiet_numpy(self):
         """IEEE results (inf, NaN, -0.0) are the answer, as in torch, which is silent about them:
@@ -45,19 +64,25 @@ class ArrayBackend(ArrayNN, Backend):
         reaches the user whatever their warning filters, and their np.seterr is left alone.
         Instance attributes wrapping the bound methods: the class stays unwrapped."""
         import numpy as np
-        errstate = np.errstate
+        # the entry points the engine calls (private helpers run inside them); not the few that
+        # only read a handle's metadata
         names = self._HOST_METHODS if self.xp is not np else \
-            [n for n in dir(type(self)) if not n.startswith("__")]
+            [n for n in dir(type(self)) if not n.startswith("_") and n not in self._METADATA] + \
+            list(self._HOST_METHODS)
+        get, put, reset, quiet_state = _quiet_state(np)
 
         def quiet(fn):
             @functools.wraps(fn)
             def quietly(*args, **kwargs):
-                with errstate(all="ignore"):
-                    try:
-                        return fn(*args, **kwargs)
-                    except MemoryError:          # the last line: sizes are checked before
-                        raise BackendLimitError(f"{self.device}: not enough memory for the result "
-                                                f"of {fn.__name__}") from None
+                token = put(quiet_state) if get() is not quiet_state else None
+                try:
+                    return fn(*args, **kwargs)
+                except MemoryError:          # the last line: sizes are checked before
+                    raise BackendLimitError(f"{self.device}: not enough memory for the result "
+                                            f"of {fn.__name__}") from None
+                finally:
+                    if token is not None:
+                        reset(token)
             return quietly
         for name in names:
             f = inspect.getattr_static(type(self), name, None)
@@ -160,7 +185,9 @@ class ArrayBackend(ArrayNN, Backend):
         out = f(a, b)
         if self._compare is None:
             self._compare = frozenset(family_names("compare"))
-        return self._asarray(out, self._bool if op in self._compare else dtype)
+        if op in self._compare:
+            dtype = self._bool
+        return out if type(out) is nd and out.dtype is dtype else self._asarray(out, dtype)
 
     def _asarray(self, out, dtype):
         """0-d inputs give numpy scalars; float16 work comes back in float32: one rounding."""
@@ -178,7 +205,7 @@ class ArrayBackend(ArrayNN, Backend):
         if zw.ndim == 0:               # the formulas write in place (out=): give them an array
             return self._asarray(f(self.xp, zw.reshape(1).copy()).reshape(()), z.dtype)
         out = f(self.xp, zw.copy() if fn == "fwd" else zw)
-        return self._asarray(out, z.dtype)
+        return out if type(out) is type(z) and out.dtype is z.dtype else self._asarray(out, z.dtype)
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op, h, axes, keepdims):

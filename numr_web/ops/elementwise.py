@@ -188,6 +188,9 @@ def activation(x, name, fn="fwd"):
     get_act(name)
     if x.dtype.kind != "f":
         x = x.astype(dt.default_float)
+    if not x._requires_grad or not is_grad_enabled():    # nothing to record: skip the Op machinery
+        be = x._backend
+        return Tensor._wrap(be.activation(name, x._data, fn), x.dtype, x.device, be)
     return apply(OPS["activation"], x, name=name, fn=fn)
 
 
