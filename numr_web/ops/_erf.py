@@ -69,6 +69,23 @@ def _blocked(xp, x, fn):
     return out.reshape(x.shape)
 
 
+def in_blocks(xp, fn, out, *arrays):
+    """out[...] = fn(xp, *arrays), block by block (BLOCK elements, in the calling thread) for large
+    dense numpy arrays of out's shape, so that fn's temporaries stay in cache; one call on the
+    whole arrays elsewhere (cupy, small or broadcast operands). fn is elementwise; out may be one
+    of the arrays (each block is read before it is written)."""
+    n = out.size
+    if xp.__name__ != "numpy" or n <= 2 * BLOCK or not out.flags.c_contiguous or \
+            any(a.shape != out.shape or not a.flags.c_contiguous for a in arrays):
+        out[...] = fn(xp, *arrays)
+        return out
+    flat = [a.reshape(-1) for a in arrays]
+    o = out.reshape(-1)
+    for i in range(0, n, BLOCK):
+        o[i:i + BLOCK] = fn(xp, *[a[i:i + BLOCK] for a in flat])
+    return out
+
+
 _erf_ufunc = None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UnknownActivationError
-from ._erf import erf
+from ._erf import erf, in_blocks
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -139,24 +139,73 @@ def _gelu_tanh_u2(xp, z):
     return u                                   # 2u = 2 c (z + a z³)
 
 
-def _gelu_tanh_fwd(xp, z):
-    # 0.5 z (1 + tanh u) = z sigmoid(2u): no cancellation in the lower tail; evaluated in float64
-    # and rounded once (the rounding of u in float32 alone costs up to ~4 ulp)
-    w = z.astype(xp.float64)
-    y = _sigmoid(xp, _gelu_tanh_u2(xp, w))
-    y *= w
-    return y.astype(z.dtype, copy=False)
-
-
 def _gelu_tanh_du(xp, z):
     return GELU_C * (1 + 3 * GELU_A * z * z)
 
 
+# gelu_tanh on numpy: z sigmoid(2u) = z / (1 + exp(-2u)), no cancellation in the lower tail,
+# evaluated in float64 and rounded once (the float32 rounding of u alone costs up to ~4 ulp), in
+# cache-sized blocks (float64 temporaries of the whole array would make it memory-bound: 5x
+# slower). exp's argument stays within +-142 (|z| clipped to GELU_TANH_CLIP, past which y is z or
+# below float32's smallest subnormal): numpy's exp takes a slow path where it overflows.
+GELU_TANH_CLIP = 12.0
+
+
+def _clipped64(xp, z):
+    """(z in float64, z clipped to +-GELU_TANH_CLIP, its square)."""
+    w = z.astype(xp.float64)
+    zc = xp.maximum(w, -GELU_TANH_CLIP)
+    xp.minimum(zc, GELU_TANH_CLIP, out=zc)
+    return w, zc, xp.multiply(zc, zc)
+
+
+def _poly(xp, z, z2, c0, c2):
+    """(c0 + c2 z²) z, with z2 = z² (one new array)."""
+    p = xp.multiply(z2, c2)
+    p += c0
+    p *= z
+    return p
+
+
+def _gelu_tanh_fwd64(xp, z):
+    w, zc, z2 = _clipped64(xp, z)
+    e = _poly(xp, zc, z2, -2 * GELU_C, -2 * GELU_C * GELU_A)     # -2u
+    xp.exp(e, out=e)
+    e += 1
+    neg_inf = w == -math.inf
+    xp.maximum(w, -GELU_TANH_CLIP, out=w)      # below it y rounds to -0.0
+    y = xp.divide(w, e, out=e)
+    if neg_inf.any():                          # torch: -inf * 0 = NaN
+        y[neg_inf] = math.nan
+    return y
+
+
+def _gelu_tanh_d1_64(xp, z, dy=None):
+    # s + 2 z u' s q (s, q = sigmoid(+-2u); s q = E s², E = exp(-2u)); times dy before the rounding
+    _, zc, z2 = _clipped64(xp, z)
+    e = _poly(xp, zc, z2, -2 * GELU_C, -2 * GELU_C * GELU_A)     # -2u
+    xp.exp(e, out=e)
+    s = e + 1
+    xp.reciprocal(s, out=s)
+    e *= s
+    e *= s                                     # s q
+    e *= _poly(xp, zc, z2, 2 * GELU_C, 6 * GELU_C * GELU_A)     # 2 z u'
+    e += s
+    if dy is not None:
+        e *= dy
+    return e
+
+
+def _gelu_tanh_fwd(xp, z):
+    return in_blocks(xp, _gelu_tanh_fwd64, z, z)
+
+
 def _gelu_tanh_dz(xp, z):
-    # sigmoid(2u) + 0.5 z (1 - t²) u' with 1 - t² = 4 s q, s, q = sigmoid(+-2u)
-    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))
-    sq = s * q
-    return s + xp.where(sq == 0, 0, 2 * z * sq * _gelu_tanh_du(xp, z)).astype(z.dtype, copy=False)
+    return in_blocks(xp, _gelu_tanh_d1_64, xp.empty_like(z), z)
+
+
+def _gelu_tanh_d1(xp, dy, z, y=None):
+    return in_blocks(xp, _gelu_tanh_d1_64, xp.empty(z.shape, dy.dtype), z, dy)
 
 
 def _gelu_tanh_d2(xp, z):
@@ -275,7 +324,7 @@ ACT = {a.name: a for a in (
         cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
                   "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
     Act("gelu_tanh", "z",
-        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2),
+        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2, d1=_gelu_tanh_d1),
         wgsl=Code("gelu_tanh_s(z)",
                   "let u = gelu_tanh_u(z);\n"
                   "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
