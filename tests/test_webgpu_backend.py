@@ -98,7 +98,7 @@ def test_probe_and_info(be):
     assert info["adapter"] and info["backend"] and isinstance(info["features"], list)
     assert info["limits"]["maxStorageBufferBindingSize"] >= 128 << 20
     assert set(info["knobs"]) == {"max_binding_size", "loop_budget", "gemm_tile", "max_workgroups",
-                                  "fuse"}
+                                  "fuse", "submit_bytes"}
     assert info["pipelines"] >= 0 and info["submits"] >= 0 and "created" in info["pool"]
 
 
@@ -108,12 +108,16 @@ def test_knobs_from_arguments_and_environment(monkeypatch):
     monkeypatch.setenv("NUMR_WEBGPU_GEMM_TILE", "128")
     monkeypatch.setenv("NUMR_WEBGPU_MAX_WORKGROUPS", "7")
     monkeypatch.setenv("NUMR_WEBGPU_FUSE", "0")
+    monkeypatch.setenv("NUMR_WEBGPU_SUBMIT_BYTES", "0")
     assert backend().info()["knobs"] == {"max_binding_size": 4096, "loop_budget": 1000,
-                                         "gemm_tile": "128", "max_workgroups": 7, "fuse": 0}
+                                         "gemm_tile": "128", "max_workgroups": 7, "fuse": 0,
+                                         "submit_bytes": 0}
     knobs = backend(max_binding_size=8192, loop_budget=0, gemm_tile="v4w",
-                    max_workgroups=65535, fuse=1).info()["knobs"]           # arguments win
+                    max_workgroups=65535, fuse=1, submit_bytes=4096).info()["knobs"]  # arguments win
     assert knobs == {"max_binding_size": 8192, "loop_budget": 0, "gemm_tile": "v4w",
-                     "max_workgroups": 65535, "fuse": 1}
+                     "max_workgroups": 65535, "fuse": 1, "submit_bytes": 4096}
+    with pytest.raises(BackendUnavailableError, match="submit_bytes"):
+        backend(submit_bytes=-1)
     monkeypatch.setenv("NUMR_WEBGPU_GEMM_TILE", "96")
     with pytest.raises(BackendUnavailableError, match="NUMR_WEBGPU_GEMM_TILE"):
         backend()
@@ -121,6 +125,32 @@ def test_knobs_from_arguments_and_environment(monkeypatch):
     monkeypatch.setenv("NUMR_WEBGPU_LOOP_BUDGET", "lots")
     with pytest.raises(BackendUnavailableError, match="NUMR_WEBGPU_LOOP_BUDGET='lots'"):
         backend()
+
+
+def test_large_work_is_submitted_before_a_readback(be):
+    """submit_bytes: once the recorded dispatches bind that many bytes they are submitted (the
+    GPU starts while Python records more); 0 submits only at the readback. Same results."""
+    x = rand(256, 256)
+    results = {}
+    was = be.submit_bytes, be.fuse
+    try:
+        be.fuse = False
+        for limit in (0, 64 << 10):
+            be.submit_bytes = limit
+            t = T(x)
+            be.flush()
+            s0 = be.info()["submits"]
+            y = T(x)
+            for _ in range(4):
+                y = y * 1.5 - t
+            early = be.info()["submits"] - s0
+            results[limit] = (early, y.numpy())
+    finally:
+        be.submit_bytes, be.fuse = was
+    assert results[0][0] == 0 and results[64 << 10][0] >= 3, results
+    assert np.array_equal(results[0][1], results[64 << 10][1])
+    with pytest.raises(BackendUnavailableError, match="submit_bytes"):
+        be.submit_bytes = -1
 
 
 def test_dtype_roundtrips():

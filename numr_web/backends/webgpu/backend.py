@@ -31,6 +31,11 @@ Knobs (constructor argument / environment variable; the argument wins):
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
                     assignable as the attribute `fuse`. `settle()` flushes a pending chain
+  submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches are submitted once the buffer
+                    ranges they bind reach this many bytes (default 64 MiB; 0: only every
+                    dispatch.BATCH dispatches and before a readback), so the GPU starts on large
+                    work while Python records the next ops; small ops still share one submit.
+                    Also the attribute `submit_bytes`
 `info()` reports them, with the pool, the pipelines, the submits, the dispatches per kernel
 (fused kernels as "fused.fused_<inputs>_<outputs>") and the fusion counters ("fusion").
 """
@@ -49,7 +54,7 @@ from . import launch_reduce as red
 from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
 from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
-from .dispatch import Dispatcher
+from .dispatch import SUBMIT_BYTES, Dispatcher
 from .graphs import Recording
 from .kernels import kernel_defined
 from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, permuted,
@@ -60,7 +65,7 @@ class WebGPUBackend(NNPrimitives, Backend):
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
-                 max_workgroups=None, fuse=None):
+                 max_workgroups=None, fuse=None, submit_bytes=None):
         self.adapter = adapter or shared_adapter()
         lim = self.adapter.limits
         binding = int(lim.get("maxStorageBufferBindingSize") or (128 << 20))
@@ -78,6 +83,8 @@ class WebGPUBackend(NNPrimitives, Backend):
         self.kernels = self.d.kernels
         f = knob("fuse", fuse)
         self.fuse = True if f is None else f
+        sb = knob("submit_bytes", submit_bytes)
+        self.submit_bytes = SUBMIT_BYTES if sb is None else sb
         self.pool = self.d.pool
         self.f16 = "shader-f16" in self.adapter.features
         self._gemm_caps = gemm.caps(self.adapter)
@@ -95,6 +102,8 @@ class WebGPUBackend(NNPrimitives, Backend):
         self._gemm_tile = str(tile)
 
     fuse = property(lambda self: self.d.fusion.enabled, lambda self, on: self.d.fusion.enable(on))
+    submit_bytes = property(lambda self: self.d.submit_bytes,
+                            lambda self, n: self.d.set_submit_bytes(n))
 
     def settle(self):
         """Record the pending chain of fused elementwise ops now (without submitting)."""
@@ -120,7 +129,7 @@ class WebGPUBackend(NNPrimitives, Backend):
         d["max_binding_bytes_used"] = self.binding_limit
         d["knobs"] = {"max_binding_size": self.binding_limit, "loop_budget": self.loop_budget,
                       "gemm_tile": self.gemm_tile, "max_workgroups": self.d.max_workgroups,
-                      "fuse": int(self.fuse)}
+                      "fuse": int(self.fuse), "submit_bytes": self.submit_bytes}
         d["pool"] = self.pool.stats()
         d["pipelines"] = len(self.kernels)
         d["submits"] = self.d.submits

@@ -22,6 +22,10 @@ from .kernels import KernelCache
 from .views import ITEMSIZE, GPUArray, byte_range, prod
 
 BATCH = 256                       # dispatches per queue submit (metadata arena slots)
+# bytes of bound buffer ranges after which the recorded dispatches are submitted at once (the
+# GPU works on them while Python records the next ops; at ~3 TB/s such a batch is ~20 us of GPU
+# work or more, more than one submit costs)
+SUBMIT_BYTES = 64 << 20
 DUMMY_BYTES = 256
 _PACK = struct.Struct(f"<{META_WORDS}I")
 
@@ -55,6 +59,8 @@ class Dispatcher:
         self.max_buffer = int(lim.get("maxBufferSize") or (256 << 20))
         self.kernels = KernelCache.of(adapter)
         self.pending = []
+        self.pending_bytes = 0        # bytes the pending dispatches bind
+        self.submit_bytes = SUBMIT_BYTES
         self._meta = bytearray(BATCH * META_BYTES)
         self.pool = BufferPool(adapter, self.max_buffer, lambda: bool(self.pending))
         self._arena = adapter.create_buffer(BATCH * META_BYTES, "uniform")
@@ -67,6 +73,12 @@ class Dispatcher:
         # elementwise ops recorded lazily and run as one kernel (fusion.py); this device's own
         self.fusion = Fuser(self, min(FUSED_BUFFERS, int(lim.get("maxStorageBuffersPerShaderStage")
                                                          or FUSED_BUFFERS)))
+
+    def set_submit_bytes(self, n):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise BackendUnavailableError(f"submit_bytes (NUMR_WEBGPU_SUBMIT_BYTES) must be an "
+                                          f"integer >= 0 (0: submit by count only), got {n!r}")
+        self.submit_bytes = n
 
     # -- recording and submitting --------------------------------------------------------------------
     def _spec(self, kfile, entry):
@@ -93,7 +105,7 @@ class Dispatcher:
         """Record one dispatch of a compiled pipeline of entry point `entry` of `kfile`."""
         rec = self.recording
         if rec is None and len(self.pending) >= BATCH:
-            self.flush()
+            self._submit()
         label, slots = self._spec(kfile, entry)
         if rec is None:
             slot = len(self.pending)
@@ -101,7 +113,7 @@ class Dispatcher:
             binds = [Binding(META_BINDING, self._arena, slot * META_BYTES, META_BYTES)]
         else:
             binds = [rec.meta(_PACK.pack(*words))]
-        used = 0
+        used = nbytes = 0
         for name, index, dummy in slots:
             r = bufs.get(name)
             if r is None:
@@ -109,20 +121,30 @@ class Dispatcher:
             else:
                 binds.append(Binding(index, r[0], r[1], r[2]))
                 used += 1
+                nbytes += r[2]
         if used != len(bufs):
             raise KernelError(f"{label} has no bindings {sorted(set(bufs) - {s[0] for s in slots})}")
         (self.pending if rec is None else rec.dispatches).append(Dispatch(pipe, binds, groups, label))
         self.counts[label] = self.counts.get(label, 0) + 1
+        if rec is None:
+            self.pending_bytes += nbytes
+            if self.submit_bytes and self.pending_bytes >= self.submit_bytes:
+                self._submit()         # large work: start it now (a pending fused chain stays open)
 
     def flush(self):
         """Submit every recorded dispatch (one queue submit), a pending fused chain included."""
         if self.fusion.ops:
             self.fusion.flush()
+        self._submit()
+
+    def _submit(self):
+        """Submit the recorded dispatches (not a pending fused chain)."""
         if not self.pending:
             return
         n = len(self.pending)
         self.adapter.write_buffer(self._arena, 0, bytes(self._meta[:n * META_BYTES]))
         pend, self.pending = self.pending, []
+        self.pending_bytes = 0
         self.adapter.submit(pend)
         self.submits += 1
         self.pool.submits += 1
