@@ -80,6 +80,8 @@ class Kernels:
         return len(self._fns)
 
     def _get(self, key, template, name, family):
+        """The launcher of `key`, built on first use (callers look it up first: the hot path
+        builds no closures)."""
         lau = self._launch.get(key)
         if lau is None:
             lau = self._launch[key] = Launch(self.function(name(), family), SIGNATURES[template],
@@ -88,34 +90,41 @@ class Kernels:
 
     # -- families (a launcher per specialisation) ----------------------------------------------
     def map(self, ct, code, fn, v, u):
-        return self._get(("map", ct, code, fn, v, u), "ew",
-                         lambda: G.ew(ct, G.map_op(code, fn), 1, v, u),
-                         lambda: (G.ew(ct, G.map_op(c, fn), 1, v, u) for c in G.codes().values()))
+        key = ("map", ct, code, fn, v, u)
+        return self._launch.get(key) or self._get(
+            key, "ew", lambda: G.ew(ct, G.map_op(code, fn), 1, v, u),
+            lambda: (G.ew(ct, G.map_op(c, fn), 1, v, u) for c in G.codes().values()))
 
     def bwd(self, ct, code, v, u):
-        return self._get(("bwd", ct, code, v, u), "ew",
-                         lambda: G.ew(ct, G.bwd_op(code), 2, v, u),
-                         lambda: (G.ew(ct, G.bwd_op(c), 2, v, u) for c in G.codes().values()))
+        key = ("bwd", ct, code, v, u)
+        return self._launch.get(key) or self._get(
+            key, "ew", lambda: G.ew(ct, G.bwd_op(code), 2, v, u),
+            lambda: (G.ew(ct, G.bwd_op(c), 2, v, u) for c in G.codes().values()))
 
     def bias_act(self, ct, code, has_bias, write_z, v, u):
-        return self._get(("bias_act", ct, code, has_bias, write_z, v, u), "bias_act",
-                         lambda: G.bias_act(ct, code, has_bias, write_z, v, u),
-                         lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u)
-                                  for a in G.ACT.values()))
+        key = ("bias_act", ct, code, has_bias, write_z, v, u)
+        return self._launch.get(key) or self._get(
+            key, "bias_act", lambda: G.bias_act(ct, code, has_bias, write_z, v, u),
+            lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u)
+                     for a in G.ACT.values()))
 
     def bwd_db(self, ct, code, v, u):
-        return self._get(("bwd_db", ct, code, v, u), "bwd_db",
-                         lambda: G.bwd_db(ct, code, v, u),
-                         lambda: (G.bwd_db(ct, c, v, u) for c in G.codes().values()))
+        key = ("bwd_db", ct, code, v, u)
+        return self._launch.get(key) or self._get(
+            key, "bwd_db", lambda: G.bwd_db(ct, code, v, u),
+            lambda: (G.bwd_db(ct, c, v, u) for c in G.codes().values()))
 
     def binary(self, ct, op, v, u):
-        return self._get(("bin", ct, op, v, u), "ew", lambda: G.ew(ct, G.bin_op(op), 2, v, u),
-                         lambda: self._bin_family(ct, v, u))
+        key = ("bin", ct, op, v, u)
+        return self._launch.get(key) or self._get(
+            key, "ew", lambda: G.ew(ct, G.bin_op(op), 2, v, u),
+            lambda: self._bin_family(ct, v, u))
 
     def binary_scalar(self, ct, op, rev, v, u):
-        return self._get(("bins", ct, op, rev, v, u), "ews",
-                         lambda: G.ews(ct, G.bin_op(op), rev, v, u),
-                         lambda: self._bin_family(ct, v, u))
+        key = ("bins", ct, op, rev, v, u)
+        return self._launch.get(key) or self._get(
+            key, "ews", lambda: G.ews(ct, G.bin_op(op), rev, v, u),
+            lambda: self._bin_family(ct, v, u))
 
     @staticmethod
     def _bin_family(ct, v, u):
