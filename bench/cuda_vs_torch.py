@@ -286,6 +286,34 @@ def bench_overhead(iters, res):
         if c is not None:
             out[name]["cupy_us"] = per_op(c, cs)
     res["overhead_16x16"] = out
+    res["add_layers"] = add_layers(per_op, a, b, ta, tb, ca, cb, cs, ts_)
+
+
+def add_layers(per_op, a, b, ta, tb, ca, cb, cs, ts_):
+    """What one eager 16x16 `a + b` costs, layer by layer (each timed alone, us per call): the
+    output allocation, the pre-bound kernel launch, the backend's binary (both, plus its checks),
+    the whole op (plus the engine: dtype rules, autograd check, the Tensor); torch's allocation
+    and whole op beside them."""
+    be = nr.backends.get_backend("cuda")
+    k = be.kernels
+    ct = be._ct[ca.dtype.char]
+    v = be._vec(ca, ca, cb, ca)
+    lau = k.binary(ct, "add", v, 1)
+    grid, n = k.grid_1d(ca.size, v, 1), ca.size
+    dst = cp.empty_like(ca)
+    ptrs = (ca.data.ptr, cb.data.ptr, dst.data.ptr, n)
+    stream = cp.cuda.get_current_stream().ptr
+    layers = {
+        "cupy.empty_like (the output's allocation)": (lambda: cp.empty_like(ca), cs),
+        "cupy.ndarray(shape, dtype)": (lambda: cp.ndarray(ca.shape, ca.dtype), cs),
+        "cupy.cuda.get_current_stream().ptr": (lambda: cp.cuda.get_current_stream().ptr, cs),
+        "pre-bound launch alone (cuLaunchKernel)": (lambda: lau(grid, (256, 1), ptrs, stream), cs),
+        "backend binary (allocation + launch + checks)": (lambda: be.binary("add", ca, cb), cs),
+        "numr a + b (+ dtype rules, autograd check, Tensor)": (lambda: a + b, cs),
+        "torch.empty_like": (lambda: torch.empty_like(ta), ts_),
+        "torch a + b": (lambda: ta + tb, ts_),
+    }
+    return {name: per_op(fn, sync) for name, (fn, sync) in layers.items()}
 
 
 def bench_capture(steps, res):
@@ -440,6 +468,10 @@ def markdown(res, cmd):
             cu = f"{v['cupy_us']:.1f}" if "cupy_us" in v else "-"
             lines.append(f"| {k} | {v['numr_us']:.1f} | {v['torch_us']:.1f} | {cu} | {v['ratio']:.2f} |")
         lines.append("")
+    A = res.get("add_layers")
+    if A:
+        lines += ["### One 16x16 add, layer by layer (us per call, each layer timed alone)", "",
+                  "| layer | us |", "|---|---:|"] + [f"| {k} | {v:.2f} |" for k, v in A.items()] + [""]
     lines += ["### Ratios", "", summary(res), ""]
     return "\n".join(lines)
 
