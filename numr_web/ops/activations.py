@@ -116,18 +116,26 @@ def _gelu_dz(xp, z):
     return d
 
 
+def _gelu_d1_from_y(xp, dy, z, y):
+    # Phi(z) = y / z from the output: no second erf (0.5 where z is 0 or too small to divide by)
+    with xp.errstate(divide="ignore", invalid="ignore"):
+        cdf = xp.divide(y, z)
+    xp.copyto(cdf, 0.5, where=xp.abs(z) <= 1e-30)
+    d = _phi_pdf(xp, z)
+    d *= z
+    d += cdf
+    d *= dy
+    return d
+
+
 def _gelu_d1(xp, dy, z, y=None):
     if y is None:
         d = _gelu_dz(xp, z)
-    else:                                      # Phi(z) = y / z from the output: no second erf
-        with xp.errstate(divide="ignore", invalid="ignore"):
-            cdf = xp.divide(y, z)
-        cdf = xp.where(xp.abs(z) > 1e-30, cdf, 0.5).astype(z.dtype, copy=False)
-        d = _phi_pdf(xp, z)
-        d *= z
-        d += cdf
-    d *= dy
-    return d
+        d *= dy
+        return d
+    if not dy.shape == z.shape == y.shape:     # (broadcast operands: one pass on the whole)
+        return _gelu_d1_from_y(xp, dy, z, y)
+    return in_blocks(xp, _gelu_d1_from_y, xp.empty(z.shape, dy.dtype), dy, z, y)
 
 
 def _gelu_tanh_u2(xp, z):
@@ -205,6 +213,8 @@ def _gelu_tanh_dz(xp, z):
 
 
 def _gelu_tanh_d1(xp, dy, z, y=None):
+    if dy.shape != z.shape:                    # (broadcast operands: one pass on the whole)
+        return _gelu_tanh_d1_64(xp, z, dy).astype(dy.dtype)
     return in_blocks(xp, _gelu_tanh_d1_64, xp.empty(z.shape, dy.dtype), z, dy)
 
 
