@@ -625,6 +625,23 @@ def test_gemm_kernel_selection(tiled):
     assert entries(be, up(be, rand(64, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm"}
 
 
+def test_large_gemm_copies_a_transposed_operand_for_gemm_v4():
+    """A large GEMM with a transposed operand (x @ w.T of a Linear's backward) copies it densely
+    where the adapter runs gemm_v4 at 128 x 128 (v4w), and runs gemm on it elsewhere; same
+    values either way."""
+    be = backend(gemm_tile="auto")
+    a, b = rand(512, 512, seed=70), rand(512, 512, seed=71)
+    out, ran = kernels_run(be, lambda: be.matmul(up(be, a), be.permute(up(be, b), (1, 0))))
+    close_gemm(down(be, out), a, b.T)
+    v4w = "v4w" in launch_gemm.caps(be.adapter)
+    assert {k for k in ran if k.startswith("matmul.")} == \
+        ({"matmul.gemm_v4"} if v4w else {"matmul.gemm"})
+    small = rand(64, 64, seed=72)                  # small: no copy, gemm on the view
+    out, ran = kernels_run(be, lambda: be.matmul(up(be, small), be.permute(up(be, small), (1, 0))))
+    close_gemm(down(be, out), small, small.T)
+    assert {k for k in ran if k.startswith("matmul.")} == {"matmul.gemm"}
+
+
 def test_gemm_sg_subgroup_kernel():
     """gemm_sg (subgroup shuffles; tile "sg") where the adapter has subgroups: row- and
     column-major operands (the transposed views of a Linear's backward), with and without bounds

@@ -443,6 +443,7 @@ class WebGPUBackend(NNPrimitives, Backend):
         z = self.d.alloc(shape, a.dtype) if want_z else None
         if out.size == 0:
             return out, z
+        a, b = gemm.dense_operands(self._copy, a, b, shape[-1], self.gemm_tile, self._gemm_caps)
         return gemm.launch(self.d, a, b, bias, out, z, act_code(act), self.gemm_tile,
                            self._gemm_caps)
 

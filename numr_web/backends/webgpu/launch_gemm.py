@@ -29,6 +29,22 @@ _FILE = {"gemm": K.name, "gemm_big": K.name, "gemm_v4": K.name, "gemm_sg": MATMU
 LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM entry (an upper bound)
 
 
+# A transposed operand (the Linear's backward: dz @ w.T, x.T @ dz) keeps a GEMM off gemm_v4, which
+# reads row-major operands only; for GEMMs of at least this many multiply-adds a dense copy of it
+# (one pass over the operand) costs less than the slower entry (docs/benchmarks.md)
+DENSE_COPY_MIN_MACS = 1 << 27
+
+
+def dense_operands(copy, a, b, N, tile, caps):
+    """(a, b) with each operand that is not row-major copied densely (by `copy`) where that lets
+    the vec4 entry gemm_v4 (v4w) run a GEMM of at least DENSE_COPY_MIN_MACS multiply-adds."""
+    M, K_ = a.shape[-2], a.shape[-1]
+    if not ("v4w" in caps and str(tile) in ("auto", "v4w") and M >= 256 and N >= 256
+            and K_ % 4 == 0 and N % 4 == 0 and M * N * K_ >= DENSE_COPY_MIN_MACS):
+        return a, b
+    return (a if a.strides[-1] == 1 else copy(a)), (b if b.strides[-1] == 1 else copy(b))
+
+
 def k_block(budget):
     """The largest K one GEMM launch may have under a loop budget (a power of two, >= 16)."""
     return max(16, 1 << ((budget // LOOP_ITERS_PER_K).bit_length() - 1)) if budget else None
