@@ -27,3 +27,44 @@ def test_erf_float32_within_stated_ulps(device, ulps):
     got = nr.erf(nr.tensor(x, device=device))
     assert got.dtype == nr.float32
     assert _ulps(got.numpy(), want, np.float32).max() <= ulps
+
+
+def _gelu_tanh_mp(t):
+    import mpmath
+    mpmath.mp.prec = 120
+    t = mpmath.mpf(float(t))
+    c = mpmath.sqrt(2 / mpmath.pi)
+    return t / (1 + mpmath.exp(-2 * c * (t + mpmath.mpf("0.044715") * t ** 3)))
+
+
+def _gelu_tanh_dz_mp(t):
+    """d/dz z sigmoid(2u) = s + 2 z u' s (1 - s), u = c (z + a z³), u' = c (1 + 3 a z²)."""
+    import mpmath
+    mpmath.mp.prec = 120
+    t = mpmath.mpf(float(t))
+    c, a = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf("0.044715")
+    e = mpmath.exp(-2 * c * (t + a * t ** 3))
+    s, q = 1 / (1 + e), e / (1 + e)
+    return s + 2 * t * c * (1 + 3 * a * t ** 2) * s * q
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelu_tanh_cpu_tails_against_mpmath(dtype):
+    """cpu gelu_tanh and its gradient far into the lower tail (y = z sigmoid(2u) down to the
+    smallest values the dtype holds) and across blocks of a large array, against mpmath.
+    float32 is evaluated in float64 and rounded once (2 ulp); float64 rounds u = c (z + a z³)
+    itself, an error of ~|2u| ulp in exp(2u) (torch's float64 formula gives 0 there)."""
+    pts = [-30.0, -20.0, -12.5, -11.0, -9.25, -3.0, -0.5, 0.25, 2.0, 9.0] if dtype == np.float64 \
+        else [-11.0, -10.0, -9.25, -6.0, -3.0, -0.5, 0.25, 2.0, 9.0, 30.0]
+    z = np.tile(np.array(pts, dtype), 10000)                  # > 2 blocks of the cpu path
+    x = nr.tensor(z, requires_grad=True)
+    y = nr.gelu(x, approximate="tanh")
+    y.sum().backward()
+    want = np.array([float(_gelu_tanh_mp(t)) for t in pts])
+    dwant = np.array([float(_gelu_tanh_dz_mp(t)) for t in pts])
+    got, dgot = y.numpy().reshape(-1, len(pts)), x.grad.numpy().reshape(-1, len(pts))
+    assert (got == got[0]).all() and (dgot == dgot[0]).all()    # every block alike
+    t = np.array(pts)
+    ulps = 2.0 if dtype == np.float32 else 4 + 1.6 * np.abs(t + 0.044715 * t ** 3)
+    assert (_ulps(got[0], want, dtype) <= ulps).all(), (got[0], want)
+    assert (_ulps(dgot[0], dwant, dtype) <= 4 * ulps).all(), (dgot[0], dwant)

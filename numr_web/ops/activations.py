@@ -151,12 +151,25 @@ def _gelu_tanh_du(xp, z):
     return GELU_C * (1 + 3 * GELU_A * z * z)
 
 
-# gelu_tanh on numpy: z sigmoid(2u) = z / (1 + exp(-2u)), no cancellation in the lower tail,
-# evaluated in float64 and rounded once (the float32 rounding of u alone costs up to ~4 ulp), in
-# cache-sized blocks (float64 temporaries of the whole array would make it memory-bound: 5x
-# slower). exp's argument stays within +-142 (|z| clipped to GELU_TANH_CLIP, past which y is z or
-# below float32's smallest subnormal): numpy's exp takes a slow path where it overflows.
+# gelu_tanh on numpy: z sigmoid(2u), no cancellation in the lower tail. float32 (and float16,
+# computed in float32): z / (1 + exp(-2u)) evaluated in float64 and rounded once (the float32
+# rounding of u alone costs up to ~4 ulp), in cache-sized blocks (float64 temporaries of the whole
+# array would make it memory-bound: 5x slower); exp's argument stays within +-142 (|z| clipped to
+# GELU_TANH_CLIP, past which y is z or below float32's smallest subnormal): numpy's exp takes a
+# slow path where it overflows. float64: the sigmoid pair of 2u, unclipped (its range is wider).
 GELU_TANH_CLIP = 12.0
+
+
+def _gelu_tanh_sig_fwd(xp, z):
+    y = _sigmoid(xp, _gelu_tanh_u2(xp, z))
+    y *= z
+    return y
+
+
+def _gelu_tanh_sig_dz(xp, z):
+    s, q = _sigmoid_pair(xp, _gelu_tanh_u2(xp, z))      # sigmoid(2u) + 2 z u' s q
+    sq = s * q
+    return s + xp.where(sq == 0, 0, 2 * z * sq * _gelu_tanh_du(xp, z)).astype(z.dtype, copy=False)
 
 
 def _clipped64(xp, z):
@@ -205,14 +218,22 @@ def _gelu_tanh_d1_64(xp, z, dy=None):
 
 
 def _gelu_tanh_fwd(xp, z):
+    if z.dtype.itemsize >= 8:
+        return _gelu_tanh_sig_fwd(xp, z)
     return in_blocks(xp, _gelu_tanh_fwd64, z, z)
 
 
 def _gelu_tanh_dz(xp, z):
+    if z.dtype.itemsize >= 8:
+        return _gelu_tanh_sig_dz(xp, z)
     return in_blocks(xp, _gelu_tanh_d1_64, xp.empty_like(z), z)
 
 
 def _gelu_tanh_d1(xp, dy, z, y=None):
+    if z.dtype.itemsize >= 8:
+        d = _gelu_tanh_sig_dz(xp, z)
+        d *= dy
+        return d
     if dy.shape != z.shape:                    # (broadcast operands: one pass on the whole)
         return _gelu_tanh_d1_64(xp, z, dy).astype(dy.dtype)
     return in_blocks(xp, _gelu_tanh_d1_64, xp.empty(z.shape, dy.dtype), z, dy)
