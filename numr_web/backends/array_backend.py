@@ -185,9 +185,7 @@ class ArrayBackend(ArrayNN, Backend):
         out = f(a, b)
         if self._compare is None:
             self._compare = frozenset(family_names("compare"))
-        if op in self._compare:
-            dtype = self._bool
-        return out if type(out) is nd and out.dtype is dtype else self._asarray(out, dtype)
+        return self._asarray(out, self._bool if op in self._compare else dtype)
 
     def _asarray(self, out, dtype):
         """0-d inputs give numpy scalars; float16 work comes back in float32: one rounding."""
@@ -205,7 +203,7 @@ class ArrayBackend(ArrayNN, Backend):
         if zw.ndim == 0:               # the formulas write in place (out=): give them an array
             return self._asarray(f(self.xp, zw.reshape(1).copy()).reshape(()), z.dtype)
         out = f(self.xp, zw.copy() if fn == "fwd" else zw)
-        return out if type(out) is type(z) and out.dtype is z.dtype else self._asarray(out, z.dtype)
+        return self._asarray(out, z.dtype)
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op, h, axes, keepdims):

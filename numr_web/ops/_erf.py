@@ -69,16 +69,22 @@ def _blocked(xp, x, fn):
     return out.reshape(x.shape)
 
 
-def in_blocks(xp, fn, out, *arrays):
-    """out[...] = fn(xp, *arrays), block by block (BLOCK elements, in the calling thread) for large
-    dense numpy arrays of out's shape, so that fn's temporaries stay in cache; one call on the
-    whole arrays elsewhere (cupy, small or broadcast operands). fn is elementwise; out may be one
-    of the arrays (each block is read before it is written)."""
-    n = out.size
-    if xp.__name__ != "numpy" or n <= 2 * BLOCK or not out.flags.c_contiguous or \
-            any(a.shape != out.shape or not a.flags.c_contiguous for a in arrays):
-        out[...] = fn(xp, *arrays)
+def in_blocks(xp, fn, dtype, *arrays, out=None):
+    """fn(xp, *arrays) as `dtype` (into `out` when given), block by block (BLOCK elements, in the
+    calling thread) for large dense numpy arrays of one shape, so that fn's temporaries stay in
+    cache; one call on the whole arrays elsewhere (cupy, small or broadcast operands). fn is
+    elementwise; out may be one of the arrays (each block is read before it is written)."""
+    shape = arrays[0].shape
+    n = arrays[0].size
+    if xp.__name__ != "numpy" or n <= 2 * BLOCK or \
+            any(a.shape != shape or not a.flags.c_contiguous for a in arrays) or \
+            (out is not None and not out.flags.c_contiguous):
+        r = fn(xp, *arrays)
+        if out is None:
+            return r.astype(dtype, copy=False)
+        out[...] = r
         return out
+    out = xp.empty(shape, dtype) if out is None else out
     flat = [a.reshape(-1) for a in arrays]
     o = out.reshape(-1)
     for i in range(0, n, BLOCK):

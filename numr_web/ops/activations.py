@@ -133,9 +133,7 @@ def _gelu_d1(xp, dy, z, y=None):
         d = _gelu_dz(xp, z)
         d *= dy
         return d
-    if not dy.shape == z.shape == y.shape:     # (broadcast operands: one pass on the whole)
-        return _gelu_d1_from_y(xp, dy, z, y)
-    return in_blocks(xp, _gelu_d1_from_y, xp.empty(z.shape, dy.dtype), dy, z, y)
+    return in_blocks(xp, _gelu_d1_from_y, dy.dtype, dy, z, y)
 
 
 def _gelu_tanh_u2(xp, z):
@@ -220,13 +218,13 @@ def _gelu_tanh_d1_64(xp, z, dy=None):
 def _gelu_tanh_fwd(xp, z):
     if z.dtype.itemsize >= 8:
         return _gelu_tanh_sig_fwd(xp, z)
-    return in_blocks(xp, _gelu_tanh_fwd64, z, z)
+    return in_blocks(xp, _gelu_tanh_fwd64, z.dtype, z, out=z)
 
 
 def _gelu_tanh_dz(xp, z):
     if z.dtype.itemsize >= 8:
         return _gelu_tanh_sig_dz(xp, z)
-    return in_blocks(xp, _gelu_tanh_d1_64, xp.empty_like(z), z)
+    return in_blocks(xp, _gelu_tanh_d1_64, z.dtype, z)
 
 
 def _gelu_tanh_d1(xp, dy, z, y=None):
@@ -234,9 +232,7 @@ def _gelu_tanh_d1(xp, dy, z, y=None):
         d = _gelu_tanh_sig_dz(xp, z)
         d *= dy
         return d
-    if dy.shape != z.shape:                    # (broadcast operands: one pass on the whole)
-        return _gelu_tanh_d1_64(xp, z, dy).astype(dy.dtype)
-    return in_blocks(xp, _gelu_tanh_d1_64, xp.empty(z.shape, dy.dtype), z, dy)
+    return in_blocks(xp, _gelu_tanh_d1_64, dy.dtype, z, dy)
 
 
 def _gelu_tanh_d2(xp, z):

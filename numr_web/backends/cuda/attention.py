@@ -55,7 +55,7 @@ class Attention:
         T = max(q.shape[-2], k.shape[-2])
         if ct is None or dm is None or margs is None or -(-T // ATT_ROWS) > MAX_ROW_BLOCKS:
             return None
-        return ct, dm, margs, B
+        return ct, dm, margs, B, (q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1])
 
     def _fn(self, kernel, ct, dm, kind):
         family = lambda: (G.attention(n, ct, dm, m) for n in ("attn_fwd", "attn_bwd_dq",   # noqa: E731
@@ -70,9 +70,8 @@ class Attention:
         plan = self._plan(q, k, v, mask)
         if plan is None:
             return None
-        ct, dm, (mp, kind, mw), B = plan
+        ct, dm, (mp, kind, mw), B, (TQ, TK, D, DV) = plan
         xp = self.be.xp
-        TQ, TK, D, DV = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
         out = xp.empty(q.shape[:-1] + (DV,), dtype=q.dtype)
         lse = xp.empty(q.shape[:-1], dtype=q.dtype)
         if B and TQ:
@@ -86,9 +85,8 @@ class Attention:
         plan = self._plan(q, k, v, mask)
         if plan is None:
             return None
-        ct, dm, (mp, kind, mw), B = plan
+        ct, dm, (mp, kind, mw), B, (TQ, TK, D, DV) = plan
         xp = self.be.xp
-        TQ, TK, D, DV = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
         dq, dk, dv = (xp.empty(t.shape, dtype=q.dtype) for t in (q, k, v))
         if not (B and TQ and TK):
             for t in (dq, dk, dv):

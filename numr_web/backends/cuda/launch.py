@@ -79,50 +79,48 @@ class Kernels:
     def compiled(self):
         return len(self._fns)
 
-    def _get(self, key, template, name, family):
-        """The launcher of `key`, built on first use (callers look it up first: the hot path
-        builds no closures)."""
-        lau = self._launch.get(key)
-        if lau is None:
-            lau = self._launch[key] = Launch(self.function(name(), family), SIGNATURES[template],
-                                             self._driver)
+    def _build(self, key, template, name, family):
+        """The launcher of `key`, built on its first use (callers look it up first, so the hot
+        path builds no closures)."""
+        lau = self._launch[key] = Launch(self.function(name(), family), SIGNATURES[template],
+                                         self._driver)
         return lau
 
     # -- families (a launcher per specialisation) ----------------------------------------------
     def map(self, ct, code, fn, v, u):
         key = ("map", ct, code, fn, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "ew", lambda: G.ew(ct, G.map_op(code, fn), 1, v, u),
             lambda: (G.ew(ct, G.map_op(c, fn), 1, v, u) for c in G.codes().values()))
 
     def bwd(self, ct, code, v, u):
         key = ("bwd", ct, code, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "ew", lambda: G.ew(ct, G.bwd_op(code), 2, v, u),
             lambda: (G.ew(ct, G.bwd_op(c), 2, v, u) for c in G.codes().values()))
 
     def bias_act(self, ct, code, has_bias, write_z, v, u):
         key = ("bias_act", ct, code, has_bias, write_z, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "bias_act", lambda: G.bias_act(ct, code, has_bias, write_z, v, u),
             lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u)
                      for a in G.ACT.values()))
 
     def bwd_db(self, ct, code, v, u):
         key = ("bwd_db", ct, code, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "bwd_db", lambda: G.bwd_db(ct, code, v, u),
             lambda: (G.bwd_db(ct, c, v, u) for c in G.codes().values()))
 
     def binary(self, ct, op, v, u):
         key = ("bin", ct, op, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "ew", lambda: G.ew(ct, G.bin_op(op), 2, v, u),
             lambda: self._bin_family(ct, v, u))
 
     def binary_scalar(self, ct, op, rev, v, u):
         key = ("bins", ct, op, rev, v, u)
-        return self._launch.get(key) or self._get(
+        return self._launch.get(key) or self._build(
             key, "ews", lambda: G.ews(ct, G.bin_op(op), rev, v, u),
             lambda: self._bin_family(ct, v, u))
 
@@ -134,8 +132,10 @@ class Kernels:
             yield G.ews(ct, G.bin_op(op), True, v, u)
 
     def seg_sum(self, ct):
-        return self._get(("seg", ct), "seg_sum", lambda: G.seg_sum(ct),
-                         lambda: (G.seg_sum(c) for c in G.C_TYPES.values()))
+        key = ("seg", ct)
+        return self._launch.get(key) or self._build(
+            key, "seg_sum", lambda: G.seg_sum(ct),
+            lambda: (G.seg_sum(c) for c in G.C_TYPES.values()))
 
     @staticmethod
     def grid_1d(n, v, u):

@@ -104,8 +104,6 @@ class Dispatcher:
     def launch_pipeline(self, pipe, kfile, entry, words, bufs, groups):
         """Record one dispatch of a compiled pipeline of entry point `entry` of `kfile`."""
         rec = self.recording
-        if rec is None and len(self.pending) >= BATCH:
-            self._submit()
         label, slots = self._spec(kfile, entry)
         if rec is None:
             slot = len(self.pending)
@@ -128,8 +126,10 @@ class Dispatcher:
         self.counts[label] = self.counts.get(label, 0) + 1
         if rec is None:
             self.pending_bytes += nbytes
-            if self.submit_bytes and self.pending_bytes >= self.submit_bytes:
-                self._submit()         # large work: start it now (a pending fused chain stays open)
+            # the arena is full, or large work: start it now (a pending fused chain stays open)
+            sb = self.submit_bytes
+            if len(self.pending) >= BATCH or (sb and self.pending_bytes >= sb):
+                self._submit()
 
     def flush(self):
         """Submit every recorded dispatch (one queue submit), a pending fused chain included."""
