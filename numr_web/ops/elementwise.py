@@ -237,6 +237,7 @@ TABLE_FUNCTIONS = {n: _table_function(n) for n in ACT
 # -- public functions: dtype rules, broadcasting, scalars ----------------------------------------------
 _FLOAT_ONLY = frozenset(("exp", "log", "sqrt", "sin", "cos", "erf", "log1p", "expm1", "rsqrt"))
 _INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))
+_NUMBERS = (float, int)      # exact types: bool is an int subclass, and promotes differently
 
 
 def unary(name, x):
@@ -333,6 +334,16 @@ def binary(name, a, b):
         d = dt.result_type(a, b)
         if not d.is_floating and d is not dt.bool_:
             return _int_pow(a, b, d)
+    t, s, rev = (a, b, False) if type(b) in _NUMBERS else (b, a, True)
+    if type(s) in _NUMBERS and isinstance(t, Tensor) and t.dtype.kind == "f" \
+            and t.dtype is not dt.float16 and name not in _INT_ONLY:
+        # the common case, a float tensor and a Python number: the tensor's dtype, no promotion
+        s = float(s)
+        if not (t._requires_grad and is_grad_enabled()):
+            be = t._backend
+            out = be.binary(name, s, t._data) if rev else be.binary(name, t._data, s)
+            return Tensor._wrap(out, dt.bool_ if name in _COMPARE else t.dtype, t.device, be)
+        return apply(OPS[name], t, scalar=s, reverse=rev)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         if a.device != b.device:

@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
+from ..gradmode import is_grad_enabled
 from ..tensor import Tensor
 from .activations import ACT, get_act
 from .common import attach_methods, check_output_size, check_same_device, sum_to_shape
@@ -66,8 +67,20 @@ register("matmul_bias_activation", _mba_forward, _mba_vjp, save_out=True,
          backward_name="MatmulBiasActivationBackward")
 
 
+_SMALL = 1 << 20      # results this size fit any device: no memory check on the fast path
+
+
 def matmul(a, b):
     """Matrix product with numpy semantics: 1-D operands are promoted, batch dims broadcast."""
+    if type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a.dtype.kind == "f" \
+            and a.device == b.device:
+        sa, sb = a._data.shape, b._data.shape
+        if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and sa[0] * sb[1] <= _SMALL:
+            # the common case, two float matrices: nothing to promote, reshape or broadcast
+            if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
+                be = a._backend
+                return Tensor._wrap(be.matmul(a._data, b._data), a.dtype, a.device, be)
+            return apply(OPS["matmul"], a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"matmul expects two Tensors, got {type(a).__name__} and "
                          f"{type(b).__name__}")
@@ -109,14 +122,16 @@ def matmul_bias_activation(a, b, bias=None, activation="none"):
     if not a.dtype.is_floating:
         raise DTypeError(f"matmul_bias_activation needs floating-point operands, got "
                          f"{a.dtype.name}")
-    if a.ndim < 2 or b.ndim < 2:
+    sa, sb = a._data.shape, b._data.shape
+    if len(sa) < 2 or len(sb) < 2:
         raise ShapeError(f"matmul_bias_activation: a must be (..., M, K) and b (K, N) or "
                          f"(..., K, N); got shapes {a.shape} and {b.shape}")
-    out_shape = sh.matmul_shapes(a.shape, b.shape, "matmul_bias_activation")
-    check_output_size(a, out_shape, a.dtype, "matmul_bias_activation")
-    if out_shape[:-2] != a.shape[:-2]:
-        a = a.expand(out_shape[:-2] + a.shape[-2:])
-    if bias is not None and bias.shape != (b.shape[-1],):
+    if not (len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and sa[0] * sb[1] <= _SMALL):
+        out_shape = sh.matmul_shapes(a.shape, b.shape, "matmul_bias_activation")
+        check_output_size(a, out_shape, a.dtype, "matmul_bias_activation")
+        if out_shape[:-2] != a.shape[:-2]:
+            a = a.expand(out_shape[:-2] + a.shape[-2:])
+    if bias is not None and (len(bias._data.shape) != 1 or bias._data.shape[0] != sb[-1]):
         raise ShapeError(f"matmul_bias_activation: bias must have shape ({b.shape[-1]},) (one "
                          f"value per output column N={b.shape[-1]}), got {bias.shape}")
     return apply(OPS["matmul_bias_activation"], *((a, b) if bias is None else (a, b, bias)),
