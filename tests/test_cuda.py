@@ -378,6 +378,34 @@ def test_cuda_scatter_add_deterministic(dtype):
 
 
 @needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("n", [1, 3, 256, 257, 4099, 16384, 16385, 70000])
+def test_cuda_sum_and_mean_against_exact_sums(dtype, n):
+    """Full sums and means (small ones run as one block accumulating in double, larger ones
+    through CuPy): within one rounding of the exact sum (math.fsum) for the small ones, the
+    same bits every time, keepdims shapes, NaN and inf propagated."""
+    import math
+    x = (np.random.default_rng(n).uniform(0.5, 2.0, n) * (1000 / n)).astype(dtype)
+    exact = math.fsum(x.astype(np.float64).tolist())
+    t = nr.tensor(x.reshape(1, n) if n % 2 else x.reshape(-1, 1), device="cuda")
+    for op, want in (("sum", exact), ("mean", exact / n)):
+        got = getattr(t, op)()
+        assert got.shape == () and got.dtype.name == dtype
+        v = got.numpy()
+        assert getattr(t, op)().numpy().tobytes() == v.tobytes()
+        ulps = 1 if n <= 16384 else 8
+        assert abs(float(v) - want) <= ulps * float(np.spacing(np.array(want, dtype))), \
+            (op, float(v), want)
+        kept = getattr(t, op)(keepdims=True)
+        assert kept.shape == (1, 1) and kept.numpy().reshape(()).tobytes() == v.tobytes()
+    for bad in (np.nan, np.inf):
+        y = x.copy()
+        y[n // 2] = bad
+        got = float(nr.tensor(y, device="cuda").sum().numpy())
+        assert (math.isnan(got) if bad != bad else got == bad)
+
+
+@needs_cuda
 def test_cuda_huge_sizes_are_typed_errors_and_the_device_survives():
     for shape in [(2 ** 62,), (2 ** 40, 2 ** 20), (2 ** 31, 2 ** 31)]:
         with pytest.raises(nr.BackendLimitError) as e:

@@ -209,11 +209,26 @@ def test_launch_binds_the_arguments_once():
     lau = Launch(Raw(), SIGNATURES["bwd_db"], Driver)
     for args in [(1 << 40, 2 << 40, 3 << 40, 4 << 40, 7, 9), (5, 6, 7, 8, 2 ** 40, 0)]:
         lau((3, 2), (32, 8), args, 1234)
-        assert lau.argument_values() == [a if a else None for a in args[:4]] + list(args[4:])
+        assert lau.argument_values() == list(args)
         f, gx, gy, gz, bx, by, bz, smem, stream, params, extra = calls[-1]
         assert (f, gx, gy, gz, bx, by, bz, smem, stream, extra) == (99, 3, 2, 1, 32, 8, 1, 0, 1234, 0)
         assert params == lau.pp
     assert SIGNATURES["ews"][1] == "d"
+    # the 1-D launch: blocks of 256 threads cover n / (v u) threads; a double and a negative int64
+    ews = Launch(Raw(), SIGNATURES["ews"], Driver)
+    for n, v, u, blocks in [(1, 4, 1, 1), (3, 4, 1, 1), (1024, 4, 1, 1), (1028, 4, 1, 2),
+                            (2 ** 20, 4, 4, 256), (2 ** 20 + 4, 4, 4, 257)]:
+        ews.run1d(n, v, u, (11, -2.5e-300, 12, -n), 77)
+        assert ews.argument_values() == [11, -2.5e-300, 12, -n]
+        assert calls[-1][1:10] == (blocks, 1, 1, 256, 1, 1, 0, 77, ews.pp)
+    # another thread packs into the shared buffer (under the lock), not the owner's
+    import threading
+    worker = threading.Thread(target=ews.run1d, args=(8, 4, 1, (21, 0.5, 22, 8), 78))
+    worker.start()
+    worker.join()
+    assert ews.argument_values(shared=True) == [21, 0.5, 22, 8]
+    assert ews.argument_values() == [11, -2.5e-300, 12, -(2 ** 20 + 4)]
+    assert calls[-1][8] == 78 and calls[-1][9] not in (ews.pp, 0)
 
 
 class _Buf:
@@ -249,9 +264,11 @@ def test_gemm_layouts_map_to_cublas_flags():
         for j in range(n):
             out[j * ldc:j * ldc + m] = c[:, j]
         return 0
+    streams = []
     blas = B.Blas.__new__(B.Blas)
-    blas.lib = type("L", (), {"cublasSetStream_v2": staticmethod(lambda h, s: 0)})()
+    blas.lib = type("L", (), {"cublasSetStream_v2": staticmethod(lambda h, s: streams.append(s) or 0)})()
     blas.handle = ctypes.c_void_p()
+    blas._on_stream = None
     blas._ptrs = {"f": (0, 0), "d": (0, 0)}
     blas._gemm = {"f": sgemm, "d": sgemm}
     rng = np.random.default_rng(0)
@@ -261,3 +278,8 @@ def test_gemm_layouts_map_to_cublas_flags():
             out = np.zeros((5, 4))
             blas.matmul(_Buf(a), _Buf(b), _Buf(out), 0)
             np.testing.assert_allclose(out, a0 @ b0, rtol=1e-14)
+    # the handle's stream is set when it changes, not on every call
+    assert streams == [0]
+    blas.matmul(_Buf(a0), _Buf(b0), _Buf(np.zeros((5, 4))), 7)
+    blas.matmul(_Buf(a0), _Buf(b0), _Buf(np.zeros((5, 4))), 7)
+    assert streams == [0, 7]

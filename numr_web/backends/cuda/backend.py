@@ -37,6 +37,8 @@ from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
 
+SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
+
 
 def _as_rows(a):
     """a (..., n) as a 2-D (rows, n) view; reshape(-1, n) cannot infer rows when n is 0."""
@@ -210,16 +212,13 @@ class CudaBackend(ArrayBackend):
         return Recording(self)
 
     # -- plumbing --------------------------------------------------------------------------------
-    def _vec(self, h, *arrays, ncols=None):
-        """Elements per vector access: vec_bytes wide when every pointer is aligned to it (and
-        ncols, where given, is a multiple), else 1."""
-        item = h.dtype.itemsize
-        v = max(1, self.vec_bytes // item)
-        if ncols is not None and ncols % v:
+    def _lanes(self, item, ptrs, ncols=None):
+        """Elements per vector access: vec_bytes wide (a power of two) when `ptrs`, the OR of
+        every pointer the kernel reads or writes, is aligned to it and ncols (where given) is a
+        multiple, else 1."""
+        v = self.vec_bytes // item or 1
+        if ptrs % (v * item) or (ncols is not None and ncols % v):
             return 1
-        for a in arrays:
-            if a.data.ptr % (v * item):
-                return 1
         return v
 
     def _contig(self, h):
@@ -234,8 +233,9 @@ class CudaBackend(ArrayBackend):
                 ct = self._ct.get(a.dtype.char)
                 if ct is not None and a._c_contiguous:
                     if type(b) is nd:
-                        if b.dtype == a.dtype and b.shape == a.shape and b._c_contiguous:
-                            return self._bin(ct, op, a, b)
+                        shape = a.shape
+                        if b.dtype == a.dtype and b.shape == shape and b._c_contiguous:
+                            return self._bin(ct, op, a, b, shape)
                     elif type(b) is float or (type(b) is int and -2 ** 53 <= b <= 2 ** 53):
                         return self._bin_scalar(ct, op, a, b, False)
             elif type(b) is nd and (type(a) is float or (type(a) is int and -2 ** 53 <= a <= 2 ** 53)):
@@ -250,24 +250,23 @@ class CudaBackend(ArrayBackend):
             return (h.view(bits) ^ bits.type(1 << (8 * h.dtype.itemsize - 1))).view(h.dtype)
         return super().unary(op, h)
 
-    def _bin(self, ct, op, a, b):
-        out = self._nd(a.shape, a.dtype)       # (cupy.empty_like costs twice a launch)
+    def _bin(self, ct, op, a, b, shape):
+        out = self._nd(shape, a.dtype)         # (cupy.empty_like costs twice a launch)
         n = out.size
         if n:
-            v = self._vec(a, a, b, out)
-            self.kernels.binary(ct, op, v, 1)(self.kernels.grid_1d(n, v, 1), (BLOCK, 1),
-                                              (a.data.ptr, b.data.ptr, out.data.ptr, n),
-                                              self._stream().ptr)
+            pa, pb, po = a.data.ptr, b.data.ptr, out.data.ptr
+            v = self._lanes(out.itemsize, pa | pb | po)
+            self.kernels.binary(ct, op, v, 1).run1d(n, v, 1, (pa, pb, po, n), self._stream().ptr)
         return out
 
     def _bin_scalar(self, ct, op, a, s, rev):
         out = self._nd(a.shape, a.dtype)
         n = out.size
         if n:
-            v = self._vec(a, a, out)
-            self.kernels.binary_scalar(ct, op, rev, v, 1)(
-                self.kernels.grid_1d(n, v, 1), (BLOCK, 1), (a.data.ptr, float(s), out.data.ptr, n),
-                self._stream().ptr)
+            pa, po = a.data.ptr, out.data.ptr
+            v = self._lanes(out.itemsize, pa | po)
+            self.kernels.binary_scalar(ct, op, rev, v, 1).run1d(n, v, 1, (pa, float(s), po, n),
+                                                                self._stream().ptr)
         return out
 
     def activation(self, name, z, fn="fwd"):
@@ -278,11 +277,27 @@ class CudaBackend(ArrayBackend):
         out = self._nd(z.shape, z.dtype)
         n = out.size
         if n:
-            v, u = self._vec(z, z, out), self.unroll
-            self.kernels.map(ct, self._code[name], fn, v, u)(
-                self.kernels.grid_1d(n, v, u), (BLOCK, 1), (z.data.ptr, z.data.ptr, out.data.ptr, n),
-                self._stream().ptr)
+            pz, po = z.data.ptr, out.data.ptr
+            v, u = self._lanes(out.itemsize, pz | po), self.unroll
+            self.kernels.map(ct, self._code[name], fn, v, u).run1d(n, v, u, (pz, pz, po, n),
+                                                                 self._stream().ptr)
         return out
+
+    # -- reductions ---------------------------------------------------------------------------------
+    def reduce(self, op, h, axes, keepdims):
+        """A small contiguous sum or mean over every axis: one single-block kernel (sum_small:
+        double accumulation, one rounding) instead of CuPy's reduction machinery."""
+        n = h.size
+        if (op == "sum" or op == "mean") and 0 < n <= SUM_SMALL_MAX and h._c_contiguous \
+                and (axes is None or len(axes) == h.ndim):
+            ct = self._ct.get(h.dtype.char)
+            if ct is not None:
+                out = self._nd((1,) * h.ndim if keepdims else (), h.dtype)
+                self.kernels.sum_small(ct)((1, 1), (BLOCK, 1),
+                                           (h.data.ptr, out.data.ptr, n, n if op == "mean" else 1),
+                                           self._stream().ptr)
+                return out
+        return super().reduce(op, h, axes, keepdims)
 
     # -- linear algebra ---------------------------------------------------------------------------
     def _gemm(self, a, b):
@@ -335,7 +350,7 @@ class CudaBackend(ArrayBackend):
             return None
         if not (a._c_contiguous or a._f_contiguous) or not (b._c_contiguous or b._f_contiguous):
             return None
-        return self._blas.matmul(a, b, self.xp.empty((m, n), dtype=a.dtype), self._stream().ptr)
+        return self._blas.matmul(a, b, self._nd((m, n), a.dtype), self._stream().ptr)
 
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
@@ -345,7 +360,7 @@ class CudaBackend(ArrayBackend):
             bias = bias.astype(xp.float32)
         row = ACT[act]
         write_z = row.saves == "z"
-        if not z.flags.c_contiguous or (bias is not None and bias.dtype != z.dtype) \
+        if not z._c_contiguous or (bias is not None and bias.dtype != z.dtype) \
                 or self._ct.get(z.dtype.char) is None:
             z = self._contig(z)
             if bias is not None:
@@ -369,12 +384,12 @@ class CudaBackend(ArrayBackend):
         ncols = z.shape[-1] if z.ndim else 1
         has_bias = bias is not None
         bias_arr = self._contig(bias) if has_bias else z
-        v = self._vec(z, z, y, bias_arr, ncols=ncols)
+        pz, pb, py = z.data.ptr, bias_arr.data.ptr, y.data.ptr
+        v = self._lanes(z.itemsize, pz | pb | py, ncols)
         u = self.epilogue_unroll
         fn = self.kernels.bias_act(self._ct[z.dtype.char], self._code[row.name], has_bias, write_z,
                                    v, u)
-        fn(self.kernels.grid_1d(n, v, u), (BLOCK, 1),
-           (z.data.ptr, bias_arr.data.ptr, y.data.ptr, n, ncols), self._stream().ptr)
+        fn.run1d(n, v, u, (pz, pb, py, n, ncols), self._stream().ptr)
         return y
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
@@ -391,14 +406,14 @@ class CudaBackend(ArrayBackend):
         ncols = dz.shape[-1] if dz.ndim else 1
         if not bias_grad or n == 0 or self.bias_grad == "sum":
             if n:
-                v, u = self._vec(dz, dy, s, dz), self.unroll
-                self.kernels.bwd(ct, code, v, u)(
-                    self.kernels.grid_1d(n, v, u), (BLOCK, 1),
-                    (dy.data.ptr, s.data.ptr, dz.data.ptr, n), self._stream().ptr)
+                pd, ps, pz = dy.data.ptr, s.data.ptr, dz.data.ptr
+                v, u = self._lanes(dz.itemsize, pd | ps | pz), self.unroll
+                self.kernels.bwd(ct, code, v, u).run1d(n, v, u, (pd, ps, pz, n),
+                                                       self._stream().ptr)
             return dz, (self._colsum(dz) if bias_grad else None)
         # fused: dz and the per-block partial column sums in one pass
         rows = n // ncols
-        v = self._vec(dz, dy, s, dz, ncols=ncols)
+        v = self._lanes(dz.itemsize, dy.data.ptr | s.data.ptr | dz.data.ptr, ncols)
         u = self.unroll
         ncv = ncols // v
         bx = 1

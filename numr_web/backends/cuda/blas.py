@@ -1,9 +1,9 @@
 """2-D GEMMs through cuBLAS called directly, on a handle of numr's own with a workspace of its own.
 
-CuPy's cuBLAS wrappers refuse to run while a stream is being captured into a CUDA graph; cuBLAS
-itself records fine once it has a workspace and needs no allocation. So the cuda backend calls
-cublas{S,D}gemm itself (the library CuPy already loaded), for eager steps and captured ones alike:
-the same handle, the same algorithms, the same numbers. Default math mode (full float32 products,
+cupy.matmul refuses to run while a stream is being captured into a CUDA graph; cuBLAS itself
+records fine once it has a workspace and needs no allocation. So the cuda backend calls
+cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through ctypes), for
+eager steps and captured ones alike: the same handle, the same algorithms, the same numbers. Default math mode (full float32 products,
 no TF32: the TF32 opt-in goes through cupy.matmul). Operands may be dense or transposed views; the
 row-major product is computed as the column-major C^T = B^T A^T with transpose flags.
 """
@@ -47,6 +47,7 @@ class Blas:
         handle = vp()
         self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
         self.lib, self.handle = lib, handle
+        self._on_stream = None              # the stream the handle was last set to (ours alone)
         self.workspace = cupy.empty(_WORKSPACE, dtype=cupy.uint8)
         self._check(lib.cublasSetWorkspace_v2(handle, self.workspace.data.ptr, _WORKSPACE),
                     "cublasSetWorkspace")
@@ -62,6 +63,10 @@ class Blas:
         if status:
             raise KernelError(f"cuBLAS {what} failed with status {status}")
 
+    def _set_stream(self, stream):
+        self._check(self.lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        self._on_stream = stream
+
     def matmul(self, a, b, out, stream):
         """out (m, n) = a (m, k) @ b (k, n), float32 or float64, each operand C- or
         F-contiguous (checked by the caller); out C-contiguous."""
@@ -71,8 +76,9 @@ class Blas:
         opa, lda = (_OP_N, k) if a._c_contiguous else (_OP_T, m)
         ch = a.dtype.char
         alpha, beta = self._ptrs[ch]
-        lib, h = self.lib, self.handle
-        lib.cublasSetStream_v2(h, stream)
+        h = self.handle
+        if stream != self._on_stream:
+            self._set_stream(stream)
         status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr, lda,
                                 beta, out.data.ptr, n)
         if status:
@@ -89,8 +95,9 @@ class Blas:
         k = a.shape[-1]
         ch = a.dtype.char
         alpha, beta = self._ptrs[ch]
-        lib, h = self.lib, self.handle
-        lib.cublasSetStream_v2(h, stream)
+        h = self.handle
+        if stream != self._on_stream:
+            self._set_stream(stream)
         status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, sb,
                                         a.data.ptr, lda, sa, beta, out.data.ptr, n, m * n, batch)
         if status:

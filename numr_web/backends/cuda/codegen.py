@@ -136,6 +136,10 @@ def seg_sum(ctype):
     return f"seg_sum<{ctype}>"
 
 
+def sum_small(ctype):
+    return f"sum_small<{ctype}>"
+
+
 def attention(kernel, ctype, row_length, mask_kind):
     """attention.cu's kernels: attn_fwd / attn_bwd_dq / attn_bwd_dkv."""
     return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"

@@ -274,6 +274,25 @@ __global__ void __launch_bounds__(256) bwd_db(const S* __restrict__ dy, const S*
     }
 }
 
+// sum of n contiguous elements, divided by div (1 for the sum, n for the mean), by ONE block: each
+// thread adds a strided run in double, then a fixed-order tree in shared memory; rounded once to
+// the storage type. For small n, where the launch and not the bandwidth is the cost; the same
+// result every time.
+template <typename S>
+__global__ void __launch_bounds__(256) sum_small(const S* __restrict__ x, S* __restrict__ out,
+                                                 long long n, double div) {
+    __shared__ double sh[256];
+    double acc = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) acc += (double)IO<S>::ld(x[i]);
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = IO<S>::st((typename IO<S>::C)(sh[0] / div));
+}
+
 // the deterministic scatter-add: keys sorted (ties in source order); the thread at the first
 // element of each run of equal keys sums the run in order and writes out[key] (out zeroed first).
 // No atomics and no host round trip: the same sum every time.

@@ -3,52 +3,86 @@
 A kernel family (one template of kernels.cu, for one storage type and one variant: vector width,
 vectors per thread, ...) is compiled by ONE NVRTC call for every activation row (or every hot
 binary op) at once, the first time any member is needed; CuPy also keeps the binary on disk.
-Each kernel then gets a pre-bound launcher: its argument buffer (ctypes values and the pointer
-array cuLaunchKernel reads) is built once, so a launch writes a few integers into it and calls the
-driver: no CuPy argument conversion, no ufunc dispatch, no type resolution on the hot path.
+Each kernel then gets a pre-bound launcher: its argument buffer (8 bytes an argument, and the
+pointer array cuLaunchKernel reads) is built once, so a launch packs the arguments into it with ONE
+struct.pack_into and calls the driver: no CuPy argument conversion, no ufunc dispatch, no type
+resolution on the hot path.
 """
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 
 from . import codegen as G
 
 BLOCK = 256
-_CTYPES = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
+_PACK = {"p": "Q", "q": "q", "d": "d"}     # struct codes: every argument is 8 bytes, unpadded
 # argument kinds of each kernel template: p pointer, q int64, d double
-SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq", "seg_sum": "pppq"}
+SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq", "seg_sum": "pppq",
+              "sum_small": "ppqd"}
 
 
 class Launch:
-    """One compiled kernel (a cupy RawKernel) with its argument buffer bound once."""
-    __slots__ = ("fn", "ptr", "vals", "params", "pp", "lock", "driver")
+    """One compiled kernel (a cupy RawKernel) with its argument buffers bound once: one for the
+    thread that built it (used without a lock: only that thread touches it), one shared by any
+    other thread under a lock (cuLaunchKernel reads the buffer while another thread could refill
+    it)."""
+    __slots__ = ("fn", "ptr", "fmt", "owner", "buf", "params", "pp", "shared", "lock", "driver")
 
     def __init__(self, fn, sig, driver):
         self.fn, self.driver = fn, driver                     # fn keeps its module loaded
         self.ptr = getattr(fn, "kernel", fn).ptr              # the CUfunction
-        self.vals = [_CTYPES[c]() for c in sig]
-        self.params = (ctypes.c_void_p * len(sig))(*[ctypes.addressof(v) for v in self.vals])
+        self.fmt = struct.Struct("=" + "".join(_PACK[c] for c in sig))
+        self.owner = threading.get_ident()
+        self.buf, self.params = _arguments(len(sig))
         self.pp = ctypes.addressof(self.params)
-        self.lock = threading.Lock()                          # one buffer: one launch at a time
+        self.shared = _arguments(len(sig))
+        self.lock = threading.Lock()
 
     def __call__(self, grid, block, args, stream):
         """args: ints (pointers, int64) and floats (double), in the kernel's parameter order."""
-        if self.driver is None:       # no driver entry point: CuPy's launch (same arguments:
-            self.fn(grid, block, tuple(args))   # Python ints travel as 8-byte values)
-            return
-        with self.lock:
-            for v, a in zip(self.vals, args):
-                v.value = a
-            self.driver.launchKernel(self.ptr, grid[0], grid[1], 1, block[0], block[1], 1, 0,
-                                     stream, self.pp, 0)
+        self._launch(grid[0], grid[1], block[0], block[1], args, stream)
 
-    def argument_values(self):
-        """What the bound buffer holds now, read through the pointer array (tests)."""
-        out = []
-        for i, v in enumerate(self.vals):
-            out.append(type(v).from_address(self.params[i]).value)
-        return out
+    def run1d(self, n, v, u, args, stream):
+        """The 1-D launch of the elementwise templates: n elements, v per vector access, u
+        vectors per thread, BLOCK threads a block."""
+        blocks = -(-(n // v) // (BLOCK * u)) or 1
+        if self.driver is not None and _thread() == self.owner:      # the hot path
+            self.fmt.pack_into(self.buf, 0, *args)
+            self.driver.launchKernel(self.ptr, blocks, 1, 1, BLOCK, 1, 1, 0, stream, self.pp, 0)
+        else:
+            self._launch(blocks, 1, BLOCK, 1, args, stream)
+
+    def _launch(self, gx, gy, bx, by, args, stream):
+        if self.driver is None:       # no driver entry point: CuPy's launch (same arguments:
+            self.fn((gx, gy), (bx, by), tuple(args))   # Python ints travel as 8-byte values)
+            return
+        if _thread() == self.owner:
+            self.fmt.pack_into(self.buf, 0, *args)
+            self.driver.launchKernel(self.ptr, gx, gy, 1, bx, by, 1, 0, stream, self.pp, 0)
+            return
+        buf, params = self.shared
+        with self.lock:
+            self.fmt.pack_into(buf, 0, *args)
+            self.driver.launchKernel(self.ptr, gx, gy, 1, bx, by, 1, 0, stream,
+                                     ctypes.addressof(params), 0)
+
+    def argument_values(self, shared=False):
+        """What a bound buffer holds now, read through its pointer array (tests)."""
+        params = self.shared[1] if shared else self.params
+        return [struct.unpack("=" + code, ctypes.string_at(params[i], 8))[0]
+                for i, code in enumerate(self.fmt.format[1:])]
+
+
+_thread = threading.get_ident
+
+
+def _arguments(count):
+    """An argument buffer of `count` 8-byte values, and the pointer array cuLaunchKernel reads."""
+    buf = ctypes.create_string_buffer(8 * count)
+    base = ctypes.addressof(buf)
+    return buf, (ctypes.c_void_p * count)(*range(base, base + 8 * count, 8))
 
 
 class Kernels:
@@ -137,6 +171,8 @@ class Kernels:
             key, "seg_sum", lambda: G.seg_sum(ct),
             lambda: (G.seg_sum(c) for c in G.C_TYPES.values()))
 
-    @staticmethod
-    def grid_1d(n, v, u):
-        return (max(1, -(-(n // v) // (BLOCK * u))), 1)
+    def sum_small(self, ct):
+        key = ("sum", ct)
+        return self._launch.get(key) or self._build(
+            key, "sum_small", lambda: G.sum_small(ct),
+            lambda: (G.sum_small(c) for c in G.C_TYPES.values()))
