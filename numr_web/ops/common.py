@@ -20,9 +20,16 @@ def check_same_device(*ts):
 
 
 def as_tensor(x, like, dtype=None):
-    """x as a tensor on like's device: tensors pass, host data (lists, numpy arrays) is uploaded."""
+    """x as a tensor on like's device: tensors pass, host data (lists, numpy arrays) is uploaded;
+    a Python number given a float dtype is filled on the device (no host copy: on cuda an upload
+    waits for the GPU's queue)."""
     if isinstance(x, Tensor):
         return x
+    if dtype is not None and type(x) in (float, int):
+        d = dt.get_dtype(dtype)
+        if d.kind == "f":
+            be = like._backend
+            return Tensor._wrap(be.full((), float(x), d), d, like.device, be)
     return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)
 
 

@@ -150,10 +150,9 @@ class CudaBackend(ArrayBackend):
     def full(self, shape, value, dtype):
         try:
             if isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0:
-                # -0.0: CuPy's fill takes a memset for any value == 0, which writes +0.0
-                import numpy
-                neg0 = self.xp.asarray(numpy.array(value, dtype=self.np_dtype(dtype)))
-                return self.xp.broadcast_to(neg0, shape).copy()
+                # -0.0: CuPy's fill takes a memset for any value == 0, which writes +0.0; the
+                # negation of +0.0 is -0.0 (kernels only: recordable in a CUDA graph)
+                return self.xp.negative(self.xp.zeros(shape, dtype=self.np_dtype(dtype)))
             return super().full(shape, value, dtype)
         except self._oom:
             raise self._limit("a tensor", shape, dtype.name) from None
@@ -422,7 +421,9 @@ class CudaBackend(ArrayBackend):
         by = BLOCK // bx
         gx = -(-ncv // bx)
         fn = self.kernels.bwd_db(ct, code, v, u)
-        if self.db_blocks_per_sm:
+        if rows <= 32 * by:     # a few rows: one block row sums them all (no second pass)
+            gy = 1
+        elif self.db_blocks_per_sm:
             gy = -(-(self._sms * self.db_blocks_per_sm) // gx)
         else:   # rows loop inside the kernel; exactly the blocks that fit at once
             key = (ct, code, v, u)
@@ -431,7 +432,7 @@ class CudaBackend(ArrayBackend):
             gy = (self._sms * self._resident[key]) // gx
         gy = max(1, min(gy, -(-rows // by), 65535))
         acc = xp.float64 if dz.dtype == xp.float64 else xp.float32
-        partial = xp.empty((gy, ncols), dtype=acc)
+        partial = self._nd((gy, ncols), acc)
         fn((gx, gy), (bx, by), (dy.data.ptr, s.data.ptr, dz.data.ptr, partial.data.ptr, rows, ncv),
            self._stream().ptr)
         db = partial[0] if gy == 1 else partial.sum(axis=0)
