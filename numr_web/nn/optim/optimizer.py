@@ -174,7 +174,8 @@ class SGD(Optimizer):
             g = g + p * wd
         if mom:
             buf = state.get("momentum_buffer")
-            buf = g if buf is None else buf * mom + g * (1 - group["dampening"])
+            damp = group["dampening"]
+            buf = g if buf is None else buf * mom + (g * (1 - damp) if damp else g)
             state["momentum_buffer"] = buf
             g = g + buf * mom if group["nesterov"] else buf
         self._assign(p, p - g * group["lr"])
