@@ -18,6 +18,10 @@ BackendLimitError, a lost device KernelError.
 """
 from __future__ import annotations
 
+import array
+import os
+import re
+
 from ...errors import BackendLimitError, BackendUnavailableError, KernelError
 from .adapter import WANTED_FEATURES, WANTED_LIMITS, GPUAdapter, canonical_features
 
@@ -111,6 +115,50 @@ def _error_text(err):
     return str(getattr(err, "message", err))
 
 
+# -- encoding a submit in JavaScript (encode.js) ----------------------------------------------------
+ENCODER_PARAMS = ("device", "queue", "pipes", "layouts", "bufs", "nums")
+_FAILED_AT = re.compile(r"numr dispatch (\d+): ")
+
+
+def pack_dispatches(dispatches):
+    """encode.js's arguments for `dispatches`: (pipelines, their bind-group layouts, buffers,
+    nums), each pipeline and buffer listed once; nums as encode.js describes it. Pure Python."""
+    pipes, layouts, bufs, nums = [], [], [], []
+    pipe_at, buf_at = {}, {}
+    for d in dispatches:
+        pipe, layout = d.pipeline[0], d.pipeline[1]
+        p = pipe_at.get(id(pipe))
+        if p is None:
+            p = pipe_at[id(pipe)] = len(pipes)
+            pipes.append(pipe)
+            layouts.append(layout)
+        nums.append(p)
+        nums.append(len(d.bindings))
+        for b in d.bindings:
+            i = buf_at.get(id(b.buffer))
+            if i is None:
+                i = buf_at[id(b.buffer)] = len(bufs)
+                bufs.append(b.buffer)
+            nums.extend((b.index, i, b.offset, b.size))
+        g = tuple(d.groups) + (1, 1, 1)
+        nums.extend(g[:3])
+    return pipes, layouts, bufs, nums
+
+
+def _encoder():
+    """encode.js as a JS function; None where NUMR_WEBGPU_JS_ENCODE=0 or the page forbids making
+    one (a Content-Security-Policy without 'unsafe-eval'): submit then encodes dispatch by
+    dispatch from Python."""
+    if os.environ.get("NUMR_WEBGPU_JS_ENCODE", "1").strip() == "0":
+        return None
+    try:
+        from importlib.resources import files
+        body = (files(__package__) / "encode.js").read_text(encoding="utf-8")
+        return js.Function.new(*ENCODER_PARAMS, body)
+    except Exception:       # no eval allowed here, or no file: the Python encoder
+        return None
+
+
 class BrowserAdapter(GPUAdapter):
     backend = "WebGPU (browser)"
     _instance = None
@@ -149,6 +197,7 @@ class BrowserAdapter(GPUAdapter):
         def on_uncaptured(ev):
             self._errors.append(("?", ev.error))
         self.device.onuncapturederror = on_uncaptured
+        self._encode = _encoder()
 
     def info(self):
         d = super().info()
@@ -282,8 +331,33 @@ class BrowserAdapter(GPUAdapter):
         self._check_lost()
         if not dispatches:
             return
-        dev = self.device
         self._push()
+        try:
+            if self._encode is not None:
+                self._submit_js(dispatches)
+            else:
+                self._submit_py(dispatches)
+        finally:
+            labels = ", ".join(dict.fromkeys(d.label for d in dispatches))
+            self._pop(labels if len(labels) < 300 else labels[:300] + "…")
+
+    def _submit_js(self, dispatches):
+        """One call of encode.js for the whole submit."""
+        pipes, layouts, bufs, nums = pack_dispatches(dispatches)
+        packed = js.Float64Array.new(len(nums))
+        packed.assign(array.array("d", nums))
+        try:
+            self._encode(self.device, self._queue, to_js(pipes), to_js(layouts), to_js(bufs),
+                         packed)
+        except JsException as e:
+            m = _FAILED_AT.search(str(e))
+            at = int(m.group(1)) if m else len(dispatches)
+            label = dispatches[at].label if at < len(dispatches) else "submit"
+            raise KernelError(f"kernel {label!r} failed: {e}") from e
+
+    def _submit_py(self, dispatches):
+        """Dispatch by dispatch from Python (where encode.js cannot be made a function)."""
+        dev = self.device
         label = "?"
         try:
             enc = dev.createCommandEncoder()
@@ -291,8 +365,9 @@ class BrowserAdapter(GPUAdapter):
             for d in dispatches:
                 label = d.label
                 pipe, layout, _ = d.pipeline
-                entries = [{"binding": b.index,
-                            "resource": {"buffer": b.buffer, "offset": int(b.offset), "size": int(b.size)}}
+                entries = [{"binding": b.index, "resource": {"buffer": b.buffer,
+                                                             "offset": int(b.offset),
+                                                             "size": int(b.size)}}
                            for b in d.bindings]
                 bg = dev.createBindGroup(_obj({"layout": layout, "entries": entries}))
                 cp.setPipeline(pipe)
@@ -303,6 +378,3 @@ class BrowserAdapter(GPUAdapter):
             self._queue.submit([enc.finish()])
         except JsException as e:
             raise KernelError(f"kernel {label!r} failed: {e}") from e
-        finally:
-            labels = ", ".join(dict.fromkeys(d.label for d in dispatches))
-            self._pop(labels if len(labels) < 300 else labels[:300] + "…")
