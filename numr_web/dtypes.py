@@ -10,7 +10,12 @@ Promotion rules (PyTorch's, written down):
 """
 from __future__ import annotations
 
+import math
+import struct
+
 from .errors import DTypeError
+
+PY_NUMBERS = (float, int)     # exact types of the Python numbers (bool, an int subclass, is not one)
 
 
 class DType:
@@ -114,6 +119,15 @@ def result_type(*operands):
             s = scalar_dtype(x)
             weak = s if weak is None else promote(weak, s)
     return _combine(dim, _combine(zero, weak))
+
+
+def round_half(x):
+    """A Python float rounded to float16 (to nearest, ties to even; beyond its range +-inf), as a
+    Python float. Pure Python: the browser has no numpy."""
+    try:
+        return struct.unpack("<e", struct.pack("<e", x))[0]
+    except (OverflowError, struct.error):
+        return math.copysign(math.inf, x)
 
 
 def is_scalar(x):

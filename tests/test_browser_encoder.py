@@ -9,8 +9,10 @@ from importlib.resources import files
 
 import pytest
 
+from numr_web.backends.webgpu import adapter_browser as AB
 from numr_web.backends.webgpu.adapter import Binding, Dispatch
 from numr_web.backends.webgpu.adapter_browser import ENCODER_PARAMS, pack_dispatches
+from numr_web.errors import KernelError
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed (the web build needs it)")
@@ -99,3 +101,67 @@ def test_pack_lists_each_pipeline_and_buffer_once():
     assert [b.name for b in bufs] == ["meta", "A", "B"]
     assert len(nums) == sum(2 + 4 * len(d.bindings) + 3 for d in ds)
     assert max(nums) == 2 ** 40 and all(float(x) == x for x in nums)   # exact in a Float64Array
+
+
+# -- the adapter's side, against a stand-in for Pyodide's `js` module --------------------------------
+class _JsError(Exception):
+    pass
+
+
+class _FakeJs:
+    made = []
+
+    class Function:
+        @staticmethod
+        def new(*args):
+            if _FakeJs.forbid:
+                raise _JsError("EvalError: call to Function() blocked by CSP")
+            _FakeJs.made.append(args)
+            return lambda *a: None
+
+    class Float64Array:
+        @staticmethod
+        def new(n):
+            return type("F64", (), {"assign": lambda self, arr: setattr(self, "values", list(arr))})()
+
+    forbid = False
+
+
+@pytest.fixture
+def fake_js(monkeypatch):
+    monkeypatch.setattr(AB, "js", _FakeJs)
+    monkeypatch.setattr(AB, "JsException", _JsError, raising=False)
+    monkeypatch.setattr(AB, "to_js", lambda x: x, raising=False)
+    monkeypatch.setattr(_FakeJs, "forbid", False)
+    monkeypatch.delenv("NUMR_WEBGPU_JS_ENCODE", raising=False)
+    return _FakeJs
+
+
+def test_encoder_is_made_from_encode_js_unless_turned_off_or_forbidden(fake_js, monkeypatch):
+    assert AB._encoder() is not None
+    args = fake_js.made[-1]
+    assert args[:-1] == ENCODER_PARAMS and "createBindGroup" in args[-1]
+    monkeypatch.setenv("NUMR_WEBGPU_JS_ENCODE", "0")
+    assert AB._encoder() is None                        # the knob: the Python encoder
+    monkeypatch.delenv("NUMR_WEBGPU_JS_ENCODE")
+    fake_js.forbid = True
+    assert AB._encoder() is None                        # a page that forbids eval
+
+
+def test_submit_names_the_kernel_of_the_dispatch_that_failed(fake_js):
+    scopes = []
+    device = type("D", (), {"pushErrorScope": lambda self, k: scopes.append(("push", k)),
+                            "popErrorScope": lambda self: scopes.append(("pop",)) or "promise"})()
+    ad = AB.BrowserAdapter.__new__(AB.BrowserAdapter)
+    ad.device, ad._queue, ad._pending = device, object(), []
+    packed = []
+
+    def encode(dev, queue, pipes, layouts, bufs, nums):
+        packed.append(nums.values)
+        raise _JsError("Error: numr dispatch 2: GPUDevice.createBindGroup: bad entry")
+    ad._encode = encode
+    ds = _dispatches()
+    with pytest.raises(KernelError, match="kernel 'p1' failed: .*bad entry"):
+        ad.submit(ds)
+    assert packed == [pack_dispatches(ds)[3]]
+    assert scopes.count(("pop",)) == 2 and len(ad._pending) == 2       # scopes closed

@@ -264,11 +264,15 @@ def test_gemm_layouts_map_to_cublas_flags():
         for j in range(n):
             out[j * ldc:j * ldc + m] = c[:, j]
         return 0
-    streams = []
+    import threading
+    streams, workspaces = [], []
     blas = B.Blas.__new__(B.Blas)
-    blas.lib = type("L", (), {"cublasSetStream_v2": staticmethod(lambda h, s: streams.append(s) or 0)})()
+    blas.lib = type("L", (), {
+        "cublasSetStream_v2": staticmethod(lambda h, s: streams.append(s) or 0),
+        "cublasSetWorkspace_v2": staticmethod(lambda h, p, n: workspaces.append((p, n)) or 0)})()
     blas.handle = ctypes.c_void_p()
-    blas._on_stream = None
+    blas.workspace = _Buf(np.zeros(8, np.uint8))
+    blas._on_stream, blas._lock = None, threading.Lock()
     blas._ptrs = {"f": (0, 0), "d": (0, 0)}
     blas._gemm = {"f": sgemm, "d": sgemm}
     rng = np.random.default_rng(0)
@@ -278,8 +282,10 @@ def test_gemm_layouts_map_to_cublas_flags():
             out = np.zeros((5, 4))
             blas.matmul(_Buf(a), _Buf(b), _Buf(out), 0)
             np.testing.assert_allclose(out, a0 @ b0, rtol=1e-14)
-    # the handle's stream is set when it changes, not on every call
+    # the handle's stream is set when it changes, not on every call, and each time the workspace
+    # again (cublasSetStream resets it to cuBLAS's own pool)
     assert streams == [0]
     blas.matmul(_Buf(a0), _Buf(b0), _Buf(np.zeros((5, 4))), 7)
     blas.matmul(_Buf(a0), _Buf(b0), _Buf(np.zeros((5, 4))), 7)
     assert streams == [0, 7]
+    assert workspaces == [(blas.workspace.data.ptr, B._WORKSPACE)] * 2

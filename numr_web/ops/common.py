@@ -25,11 +25,12 @@ def as_tensor(x, like, dtype=None):
     waits for the GPU's queue)."""
     if isinstance(x, Tensor):
         return x
-    if dtype is not None and type(x) in (float, int):
+    if dtype is not None and type(x) in dt.PY_NUMBERS:
         d = dt.get_dtype(dtype)
-        if d.kind == "f":
+        if d.kind == "f":      # float16: rounded once here, as an upload rounds it
+            v = dt.round_half(float(x)) if d is dt.float16 else float(x)
             be = like._backend
-            return Tensor._wrap(be.full((), float(x), d), d, like.device, be)
+            return like._wrap(be.full((), v, d), d, like.device, be)
     return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)
 
 

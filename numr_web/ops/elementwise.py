@@ -7,9 +7,6 @@ kernel is `unary_<name>` / `binary_<name>` / `compare_<name>` in shaders/element
 """
 from __future__ import annotations
 
-import math
-import struct
-
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
@@ -237,7 +234,6 @@ TABLE_FUNCTIONS = {n: _table_function(n) for n in ACT
 # -- public functions: dtype rules, broadcasting, scalars ----------------------------------------------
 _FLOAT_ONLY = frozenset(("exp", "log", "sqrt", "sin", "cos", "erf", "log1p", "expm1", "rsqrt"))
 _INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))
-_NUMBERS = (float, int)      # exact types: bool is an int subclass, and promotes differently
 
 
 def unary(name, x):
@@ -290,17 +286,6 @@ def _result_dtype(name, a, b):
     return d
 
 
-def _half(s):
-    """A Python float rounded to float16, as torch rounds the scalar operand of a float16 op
-    (x == 0.1 holds where x = float16(0.1); x + 1e10 is x + inf; x % 0.1 is 0 there; x ** 3.3
-    is x ** 3.30078), except in x * s, x / s, s / x and x // s, which keep the scalar's
-    precision. Pure Python: the browser has no numpy."""
-    try:
-        return struct.unpack("<e", struct.pack("<e", s))[0]
-    except (OverflowError, struct.error):
-        return math.copysign(math.inf, s)
-
-
 def _int_pow(a, b, d):
     """Integer a ** b for an integer tensor b, as torch: where b < 0 the power is 1 for a = 1,
     +-1 for a = -1 and 0 otherwise (no readback of the exponent)."""
@@ -334,15 +319,15 @@ def binary(name, a, b):
         d = dt.result_type(a, b)
         if not d.is_floating and d is not dt.bool_:
             return _int_pow(a, b, d)
-    t, s, rev = (a, b, False) if type(b) in _NUMBERS else (b, a, True)
-    if type(s) in _NUMBERS and isinstance(t, Tensor) and t.dtype.kind == "f" \
+    t, s, rev = (a, b, False) if type(b) in dt.PY_NUMBERS else (b, a, True)
+    if type(s) in dt.PY_NUMBERS and isinstance(t, Tensor) and t.dtype.kind == "f" \
             and t.dtype is not dt.float16 and name not in _INT_ONLY:
         # the common case, a float tensor and a Python number: the tensor's dtype, no promotion
         s = float(s)
         if not (t._requires_grad and is_grad_enabled()):
             be = t._backend
             out = be.binary(name, s, t._data) if rev else be.binary(name, t._data, s)
-            return Tensor._wrap(out, dt.bool_ if name in _COMPARE else t.dtype, t.device, be)
+            return t._wrap(out, dt.bool_ if name in _COMPARE else t.dtype, t.device, be)
         return apply(OPS[name], t, scalar=s, reverse=rev)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
@@ -359,7 +344,7 @@ def binary(name, a, b):
         if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
             be = a._backend      # fast path: nothing to record, skip the Op machinery
             out = be.binary(name, a._data, b._data)
-            return Tensor._wrap(out, dt.bool_ if name in _COMPARE else d, a.device, be)
+            return a._wrap(out, dt.bool_ if name in _COMPARE else d, a.device, be)
         return apply(OPS[name], a, b)
     if not ta and not tb:
         raise DTypeError(f"{name} needs at least one Tensor operand")
@@ -377,7 +362,10 @@ def binary(name, a, b):
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
     if d is dt.float16 and not (name in ("mul", "div") or name == "floor_divide" and ta):
-        s = _half(s)
+        # as torch rounds the scalar operand of a float16 op (x == 0.1 holds where x =
+        # float16(0.1); x + 1e10 is x + inf; x ** 3.3 is x ** 3.30078), except in x * s, x / s,
+        # s / x and x // s, which keep the scalar's precision
+        s = dt.round_half(s)
     if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
         raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
                          "(-2**31..2**31-1); use a float scalar or convert the tensor with "

@@ -70,16 +70,21 @@ register("matmul_bias_activation", _mba_forward, _mba_vjp, save_out=True,
 _SMALL = 1 << 20      # results this size fit any device: no memory check on the fast path
 
 
+def _small_2d(sa, sb):
+    """(M, K) @ (K, N) with a result any device holds: no broadcasting, no size check."""
+    return len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and sa[0] * sb[1] <= _SMALL
+
+
 def matmul(a, b):
     """Matrix product with numpy semantics: 1-D operands are promoted, batch dims broadcast."""
     if type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a.dtype.kind == "f" \
             and a.device == b.device:
         sa, sb = a._data.shape, b._data.shape
-        if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and sa[0] * sb[1] <= _SMALL:
+        if _small_2d(sa, sb):
             # the common case, two float matrices: nothing to promote, reshape or broadcast
             if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
                 be = a._backend
-                return Tensor._wrap(be.matmul(a._data, b._data), a.dtype, a.device, be)
+                return a._wrap(be.matmul(a._data, b._data), a.dtype, a.device, be)
             return apply(OPS["matmul"], a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"matmul expects two Tensors, got {type(a).__name__} and "
@@ -126,7 +131,7 @@ def matmul_bias_activation(a, b, bias=None, activation="none"):
     if len(sa) < 2 or len(sb) < 2:
         raise ShapeError(f"matmul_bias_activation: a must be (..., M, K) and b (K, N) or "
                          f"(..., K, N); got shapes {a.shape} and {b.shape}")
-    if not (len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and sa[0] * sb[1] <= _SMALL):
+    if not _small_2d(sa, sb):
         out_shape = sh.matmul_shapes(a.shape, b.shape, "matmul_bias_activation")
         check_output_size(a, out_shape, a.dtype, "matmul_bias_activation")
         if out_shape[:-2] != a.shape[:-2]:

@@ -64,7 +64,7 @@ class CudaBackend(ArrayBackend):
 
     # kernel variant knobs (bench/cuda_vs_torch.py sweeps them): vector bytes per access, vectors per
     # thread; the bias gradient "fused" (partial sums in the act-backward kernel) or "sum"
-    vec_bytes = 16
+    _vec_bytes = 16
     unroll = 4                # vectors per thread: activation / act-backward / fused bias-gradient
     epilogue_unroll = 1       # vectors per thread in the GEMM bias + activation epilogue
     bias_grad = "fused"
@@ -211,11 +211,22 @@ class CudaBackend(ArrayBackend):
         return Recording(self)
 
     # -- plumbing --------------------------------------------------------------------------------
+    @property
+    def vec_bytes(self):
+        """Bytes per vector access of the elementwise kernels (a knob: 16 or 32 on current GPUs)."""
+        return self._vec_bytes
+
+    @vec_bytes.setter
+    def vec_bytes(self, n):
+        if not isinstance(n, int) or n < 1 or n & (n - 1):
+            raise ValueError(f"vec_bytes must be a power of two (bytes a vector access), got {n!r}")
+        self._vec_bytes = n
+
     def _lanes(self, item, ptrs, ncols=None):
         """Elements per vector access: vec_bytes wide (a power of two) when `ptrs`, the OR of
         every pointer the kernel reads or writes, is aligned to it and ncols (where given) is a
         multiple, else 1."""
-        v = self.vec_bytes // item or 1
+        v = self._vec_bytes // item or 1
         if ptrs % (v * item) or (ncols is not None and ncols % v):
             return 1
         return v
@@ -293,7 +304,8 @@ class CudaBackend(ArrayBackend):
             if ct is not None:
                 out = self._nd((1,) * h.ndim if keepdims else (), h.dtype)
                 self.kernels.sum_small(ct)((1, 1), (BLOCK, 1),
-                                           (h.data.ptr, out.data.ptr, n, n if op == "mean" else 1),
+                                           (h.data.ptr, out.data.ptr, n,
+                                            float(n) if op == "mean" else 1.0),
                                            self._stream().ptr)
                 return out
         return super().reduce(op, h, axes, keepdims)

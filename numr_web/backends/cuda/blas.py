@@ -3,13 +3,15 @@
 cupy.matmul refuses to run while a stream is being captured into a CUDA graph; cuBLAS itself
 records fine once it has a workspace and needs no allocation. So the cuda backend calls
 cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through ctypes), for
-eager steps and captured ones alike: the same handle, the same algorithms, the same numbers. Default math mode (full float32 products,
-no TF32: the TF32 opt-in goes through cupy.matmul). Operands may be dense or transposed views; the
-row-major product is computed as the column-major C^T = B^T A^T with transpose flags.
+eager steps and captured ones alike: the same handle, the same algorithms, the same numbers.
+Default math mode (full float32 products, no TF32: the TF32 opt-in goes through cupy.matmul).
+Operands may be dense or transposed views; the row-major product is computed as the column-major
+C^T = B^T A^T with transpose flags. One lock per handle: its stream and the call go together.
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from ...errors import KernelError
 
@@ -48,6 +50,7 @@ class Blas:
         self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
         self.lib, self.handle = lib, handle
         self._on_stream = None              # the stream the handle was last set to (ours alone)
+        self._lock = threading.Lock()
         self.workspace = cupy.empty(_WORKSPACE, dtype=cupy.uint8)
         self._check(lib.cublasSetWorkspace_v2(handle, self.workspace.data.ptr, _WORKSPACE),
                     "cublasSetWorkspace")
@@ -64,7 +67,12 @@ class Blas:
             raise KernelError(f"cuBLAS {what} failed with status {status}")
 
     def _set_stream(self, stream):
-        self._check(self.lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        # cublasSetStream resets the handle's workspace to the default pool (cuBLAS docs): set
+        # ours again, so no GEMM allocates (an allocation would break a CUDA-graph capture)
+        lib = self.lib
+        self._check(lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        self._check(lib.cublasSetWorkspace_v2(self.handle, self.workspace.data.ptr, _WORKSPACE),
+                    "cublasSetWorkspace")
         self._on_stream = stream
 
     def matmul(self, a, b, out, stream):
@@ -77,10 +85,11 @@ class Blas:
         ch = a.dtype.char
         alpha, beta = self._ptrs[ch]
         h = self.handle
-        if stream != self._on_stream:
-            self._set_stream(stream)
-        status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr, lda,
-                                beta, out.data.ptr, n)
+        with self._lock:            # one handle: its stream and the call belong together
+            if stream != self._on_stream:
+                self._set_stream(stream)
+            status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr,
+                                    lda, beta, out.data.ptr, n)
         if status:
             raise KernelError(f"cuBLAS gemm ({m}x{k} @ {k}x{n}, {a.dtype}) failed with status "
                               f"{status}")
@@ -96,10 +105,12 @@ class Blas:
         ch = a.dtype.char
         alpha, beta = self._ptrs[ch]
         h = self.handle
-        if stream != self._on_stream:
-            self._set_stream(stream)
-        status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, sb,
-                                        a.data.ptr, lda, sa, beta, out.data.ptr, n, m * n, batch)
+        with self._lock:
+            if stream != self._on_stream:
+                self._set_stream(stream)
+            status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, sb,
+                                            a.data.ptr, lda, sa, beta, out.data.ptr, n, m * n,
+                                            batch)
         if status:
             raise KernelError(f"cuBLAS strided-batched gemm ({batch} x {m}x{k} @ {k}x{n}, "
                               f"{a.dtype}) failed with status {status}")

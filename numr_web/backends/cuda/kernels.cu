@@ -274,6 +274,12 @@ __global__ void __launch_bounds__(256) bwd_db(const S* __restrict__ dy, const S*
     }
 }
 
+// a double rounded once to the storage type (float16: directly, not through float)
+template <typename S> __device__ __forceinline__ S round_from_double(double x) { return S(x); }
+template <> __device__ __forceinline__ half_t round_from_double<half_t>(double x) {
+    half_t h; asm("{cvt.rn.f16.f64 %0, %1;}\n" : "=h"(h) : "d"(x)); return h;
+}
+
 // sum of n contiguous elements, divided by div (1 for the sum, n for the mean), by ONE block: each
 // thread adds a strided run in double, then a fixed-order tree in shared memory; rounded once to
 // the storage type. For small n, where the launch and not the bandwidth is the cost; the same
@@ -290,7 +296,7 @@ __global__ void __launch_bounds__(256) sum_small(const S* __restrict__ x, S* __r
         if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
         __syncthreads();
     }
-    if (threadIdx.x == 0) out[0] = IO<S>::st((typename IO<S>::C)(sh[0] / div));
+    if (threadIdx.x == 0) out[0] = round_from_double<S>(sh[0] / div);
 }
 
 // the deterministic scatter-add: keys sorted (ties in source order); the thread at the first

@@ -19,8 +19,8 @@ from . import codegen as G
 BLOCK = 256
 _PACK = {"p": "Q", "q": "q", "d": "d"}     # struct codes: every argument is 8 bytes, unpadded
 # argument kinds of each kernel template: p pointer, q int64, d double
-SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq", "seg_sum": "pppq",
-              "sum_small": "ppqd"}
+SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq",
+              "seg_sum": "pppq", "sum_small": "ppqd"}
 
 
 class Launch:

@@ -151,11 +151,11 @@ def _encoder():
     dispatch from Python."""
     if os.environ.get("NUMR_WEBGPU_JS_ENCODE", "1").strip() == "0":
         return None
+    from importlib.resources import files
+    body = (files(__package__) / "encode.js").read_text(encoding="utf-8")
     try:
-        from importlib.resources import files
-        body = (files(__package__) / "encode.js").read_text(encoding="utf-8")
         return js.Function.new(*ENCODER_PARAMS, body)
-    except Exception:       # no eval allowed here, or no file: the Python encoder
+    except JsException:     # EvalError: this page's Content-Security-Policy forbids it
         return None
 
 
