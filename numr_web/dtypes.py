@@ -121,13 +121,18 @@ def result_type(*operands):
     return _combine(dim, _combine(zero, weak))
 
 
+def half_range(x):
+    """x, or +-inf where float16 rounds it to infinity (|x| >= 65520, as torch does): struct's 'e'
+    raises OverflowError there instead."""
+    if math.isfinite(x) and abs(x) >= 65520.0:
+        return math.copysign(math.inf, x)
+    return x
+
+
 def round_half(x):
     """A Python float rounded to float16 (to nearest, ties to even; beyond its range +-inf), as a
     Python float. Pure Python: the browser has no numpy."""
-    try:
-        return struct.unpack("<e", struct.pack("<e", x))[0]
-    except (OverflowError, struct.error):
-        return math.copysign(math.inf, x)
+    return struct.unpack("<e", struct.pack("<e", half_range(x)))[0]
 
 
 def is_scalar(x):

@@ -177,7 +177,7 @@ def convert(host, src, dst):
         else:
             flat = [float(x) for x in flat]
         if dst is dt.float16:                             # values beyond float16 become +-inf
-            buf = struct.pack(f"<{len(flat)}e", *[_f16_round(x) for x in flat])
+            buf = struct.pack(f"<{len(flat)}e", *[dt.half_range(x) for x in flat])
         elif dst is dt.bool_:
             buf = bytes(bytearray(flat))
         else:
@@ -198,13 +198,6 @@ def convert(host, src, dst):
                              "convert them to float64 first")
     with _numpy_errstate():
         return host.astype(dst.name)
-
-
-def _f16_round(x):
-    """struct's 'e' raises OverflowError where float16 (like torch) rounds to +-inf."""
-    if math.isfinite(x) and abs(x) >= 65520.0:
-        return math.copysign(math.inf, x)
-    return x
 
 
 def _numpy_errstate():
