@@ -36,6 +36,14 @@ struct AttMask {
     }
 };
 
+// The parameters every attention kernel takes after its pointers (attention.py passes them in this
+// order): sizes, causal, the mask view's coalesced batch shape / strides and row / column strides
+// (AttMask's fields), the scale; ATT_MASK_VIEW(p) gathers the mask's part.
+#define ATT_PARAMS long long TQ, long long TK, long long D, long long DV, long long causal, \
+    long long nb, long long s0, long long s1, long long s2, long long s3, long long t0, \
+    long long t1, long long t2, long long t3, long long sq, long long sk, double scale_
+#define ATT_MASK_VIEW(p) AttMask{p, nb, s0, s1, s2, s3, t0, t1, t2, t3, sq, sk}
+
 // the scaled, masked score (the mask term added after scaling, as torch)
 template <typename S, int MK, typename C>
 __device__ __forceinline__ C att_score(C dot, C scale, const AttMask& mk, long long off) {
@@ -65,14 +73,11 @@ __device__ __forceinline__ void att_stage(typename IO<S>::C (*dst)[DM], const S*
 template <typename S, int DM, int MK>
 __global__ void __launch_bounds__(ATT_ROWS) attn_fwd(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
-        S* __restrict__ out, S* __restrict__ lse, long long TQ, long long TK, long long D,
-        long long DV, long long causal, long long nb, long long s0, long long s1, long long s2,
-        long long s3, long long t0, long long t1, long long t2, long long t3, long long sq,
-        long long sk, double scale_) {
+        S* __restrict__ out, S* __restrict__ lse, ATT_PARAMS) {
     typedef typename IO<S>::C C;
     const int N = AttTile<C, DM>::N;
     __shared__ C ks[N][DM], vs[N][DM];
-    const AttMask mk = {mask, nb, s0, s1, s2, s3, t0, t1, t2, t3, sq, sk};
+    const AttMask mk = ATT_MASK_VIEW(mask);
     const C scale = (C)scale_;
     const long long b = blockIdx.x, i = (long long)blockIdx.y * ATT_ROWS + threadIdx.x;
     const bool live = i < TQ;
@@ -121,14 +126,11 @@ template <typename S, int DM, int MK>
 __global__ void __launch_bounds__(ATT_ROWS) attn_bwd_dq(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ out, const S* __restrict__ lse,
-        S* __restrict__ dq, typename IO<S>::C* __restrict__ delta, long long TQ, long long TK,
-        long long D, long long DV, long long causal, long long nb, long long s0, long long s1,
-        long long s2, long long s3, long long t0, long long t1, long long t2, long long t3,
-        long long sq, long long sk, double scale_) {
+        S* __restrict__ dq, typename IO<S>::C* __restrict__ delta, ATT_PARAMS) {
     typedef typename IO<S>::C C;
     const int N = AttTile<C, DM>::N;
     __shared__ C ks[N][DM], vs[N][DM];
-    const AttMask mk = {mask, nb, s0, s1, s2, s3, t0, t1, t2, t3, sq, sk};
+    const AttMask mk = ATT_MASK_VIEW(mask);
     const C scale = (C)scale_;
     const long long b = blockIdx.x, i = (long long)blockIdx.y * ATT_ROWS + threadIdx.x;
     const long long r = b * TQ + i;
@@ -177,13 +179,11 @@ __global__ void __launch_bounds__(ATT_ROWS) attn_bwd_dkv(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ lse,
         const typename IO<S>::C* __restrict__ delta, S* __restrict__ dk, S* __restrict__ dv,
-        long long TQ, long long TK, long long D, long long DV, long long causal, long long nb,
-        long long s0, long long s1, long long s2, long long s3, long long t0, long long t1,
-        long long t2, long long t3, long long sq, long long sk, double scale_) {
+        ATT_PARAMS) {
     typedef typename IO<S>::C C;
     const int N = AttTile<C, DM>::N;
     __shared__ C qs[N][DM], gs[N][DM], lss[N], dls[N];
-    const AttMask mk = {mask, nb, s0, s1, s2, s3, t0, t1, t2, t3, sq, sk};
+    const AttMask mk = ATT_MASK_VIEW(mask);
     const C scale = (C)scale_;
     const long long b = blockIdx.x, j = (long long)blockIdx.y * ATT_ROWS + threadIdx.x;
     const bool live = j < TK;
