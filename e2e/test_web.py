@@ -188,6 +188,34 @@ def test_fusion_on_off_without_jspi(make_app):
     app.assert_clean()
 
 
+# the same step with each of the browser adapter's two encoders (FUSION_ON_OFF's make and run)
+ENCODERS = FUSION_ON_OFF[:FUSION_ON_OFF.index("was = be.fuse")] + """
+ad = be.adapter
+was = ad.js_encode
+res = {}
+try:
+    for on in (True, False):
+        ad.js_encode = on
+        res[be.info()["encoder"]] = await run(True)
+finally:
+    ad.js_encode = was
+res
+"""
+
+
+def test_python_encoder_gives_the_same_step(app):
+    """The Python encoder (what NUMR_WEBGPU_JS_ENCODE=0 or a page whose Content-Security-Policy
+    forbids making encode.js a function gets) runs a training step, eager and nr.capture'd, to
+    the same losses bit for bit as encode.js, with the same dispatches."""
+    app.goto("index.html")
+    res = app.py(ENCODERS)
+    js, py = res["encode.js"], res["python"]
+    assert js["eager"] == js["captured"] == py["eager"] == py["captured"], res
+    assert js["eager"][-1] < js["eager"][0], res
+    assert js["dispatches"] == py["dispatches"] and js["fused"] == py["fused"] > 0, res
+    app.assert_clean()
+
+
 def test_python_shape_error_surfaces(app):
     """A Python exception comes back as its text (ShapeError), promptly, not a hang."""
     app.goto("index.html")

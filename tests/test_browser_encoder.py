@@ -134,15 +134,36 @@ def fake_js(monkeypatch):
     return _FakeJs
 
 
+def _adapter(monkeypatch):
+    """A BrowserAdapter with a stand-in device, made through its constructor."""
+    dev = type("Dev", (), {"queue": object(), "limits": object(), "onuncapturederror": None,
+                           "features": type("F", (), {"has": lambda self, f: False})()})()
+    monkeypatch.setattr(AB, "_init_sync", lambda: None)
+    monkeypatch.setitem(AB._STATE, "adapter", object())
+    monkeypatch.setitem(AB._STATE, "device", dev)
+    monkeypatch.setattr(_FakeJs, "GPUBufferUsage", type("U", (), dict(STORAGE=1, COPY_SRC=2,
+                                                                      COPY_DST=4, UNIFORM=8, MAP_READ=16)),
+                        raising=False)
+    monkeypatch.setattr(_FakeJs, "GPUMapMode", type("M", (), {"READ": 1}), raising=False)
+    return AB.BrowserAdapter()
+
+
 def test_encoder_is_made_from_encode_js_unless_turned_off_or_forbidden(fake_js, monkeypatch):
     assert AB._encoder() is not None
     args = fake_js.made[-1]
     assert args[:-1] == ENCODER_PARAMS and "createBindGroup" in args[-1]
+    assert _adapter(monkeypatch).js_encode is True                      # the default
     monkeypatch.setenv("NUMR_WEBGPU_JS_ENCODE", "0")
-    assert AB._encoder() is None                        # the knob: the Python encoder
+    ad = _adapter(monkeypatch)
+    assert ad.js_encode is False                        # the knob: the Python encoder
+    ad.js_encode = True                                 # assignable at run time
+    assert ad.js_encode is True
     monkeypatch.delenv("NUMR_WEBGPU_JS_ENCODE")
     fake_js.forbid = True
     assert AB._encoder() is None                        # a page that forbids eval
+    ad = _adapter(monkeypatch)
+    ad.js_encode = True
+    assert ad.js_encode is False                        # ... keeps the Python encoder
 
 
 def test_submit_names_the_kernel_of_the_dispatch_that_failed(fake_js):

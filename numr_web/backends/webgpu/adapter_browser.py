@@ -146,11 +146,9 @@ def pack_dispatches(dispatches):
 
 
 def _encoder():
-    """encode.js as a JS function; None where NUMR_WEBGPU_JS_ENCODE=0 or the page forbids making
-    one (a Content-Security-Policy without 'unsafe-eval'): submit then encodes dispatch by
-    dispatch from Python."""
-    if os.environ.get("NUMR_WEBGPU_JS_ENCODE", "1").strip() == "0":
-        return None
+    """encode.js as a JS function; None where the page forbids making one (a
+    Content-Security-Policy without 'unsafe-eval'): submit then encodes dispatch by dispatch from
+    Python."""
     from importlib.resources import files
     body = (files(__package__) / "encode.js").read_text(encoding="utf-8")
     try:
@@ -197,11 +195,24 @@ class BrowserAdapter(GPUAdapter):
         def on_uncaptured(ev):
             self._errors.append(("?", ev.error))
         self.device.onuncapturederror = on_uncaptured
-        self._encode = _encoder()
+        self._encoder = _encoder()
+        self.js_encode = os.environ.get("NUMR_WEBGPU_JS_ENCODE", "1").strip() != "0"
+
+    @property
+    def js_encode(self):
+        """True: a queue submit is encoded by one call of encode.js; False: dispatch by dispatch
+        from Python. Starts as NUMR_WEBGPU_JS_ENCODE says (default 1); assignable. Stays False on
+        a page whose Content-Security-Policy forbids making the function."""
+        return self._encode is not None
+
+    @js_encode.setter
+    def js_encode(self, on):
+        self._encode = self._encoder if on else None
 
     def info(self):
         d = super().info()
         d["library"] = "Pyodide + navigator.gpu"
+        d["encoder"] = "encode.js" if self.js_encode else "python"
         try:
             d["user_agent"] = str(js.navigator.userAgent)
         except Exception:  # pragma: no cover
