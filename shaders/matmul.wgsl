@@ -252,8 +252,10 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 // 16 k of a slice are unrolled by hand (the driver does not unroll Naga's bounded loop). With
 // K % 4 == 0 and N % 4 == 0 a vec4 lies wholly inside or outside the matrix, so CHECK tests
 // m < M, k < K and n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
-// 2 buffers x 16 k x (32 vec4 of m, padded to 33): the transposing scalar stores spread over banks
-var<workgroup> As4: array<vec4<C>, 1056>;
+// 2 buffers x 16 k x 32 vec4 of m, the vec4 slot of rows 4j..4j+3 in k row k at j ^ (2 (k / 4)):
+// the XOR spreads a warp's transposing scalar stores over all banks (as padding rows to 33 vec4
+// would, which needs 33 KiB where browsers and lavapipe grant 32)
+var<workgroup> As4: array<vec4<C>, 1024>;
 var<workgroup> Bs4: array<vec4<C>, 1024>;  // 2 buffers x 16 k x 32 vec4 of n (16 used unless WIDE)
 
 // a[m, k..k+3] / b[k, n..n+3] (p: element index, a multiple of 4); zeros outside the matrix
@@ -266,14 +268,15 @@ fn ldb4(p: u32, k: u32, n: u32, K: u32, N: u32) -> vec4<C> {
     return vec4<C>(C(0));
 }
 
-// k-major tile store of the a row fragment v = a[m, k..k+3] (tile row ml; base: the buffer)
+// k-major tile store of the a row fragment v = a[m, k..k+3] (tile row ml; base: the buffer; k a
+// multiple of 4, so the four k rows share the swizzle 2 (k / 4) = k / 2)
 fn sta4(base: u32, k: u32, ml: u32, v: vec4<C>) {
-    let i = base + k * 33u + (ml >> 2u);
+    let i = base + k * 32u + ((ml >> 2u) ^ (k >> 1u));
     let c = ml & 3u;
     As4[i][c] = v.x;
-    As4[i + 33u][c] = v.y;
-    As4[i + 66u][c] = v.z;
-    As4[i + 99u][c] = v.w;
+    As4[i + 32u][c] = v.y;
+    As4[i + 64u][c] = v.z;
+    As4[i + 96u][c] = v.w;
 }
 
 @compute @workgroup_size(16, 16)
@@ -320,6 +323,10 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     Bs4[sb] = rb0;
     if (V4_WIDE) { Bs4[sb + 16u] = rb1; }
     workgroupBarrier();
+    let ty0 = ty;                         // ty's a slot in k rows 0-3, 4-7, 8-11, 12-15 (sta4)
+    let ty2 = ty ^ 2u;
+    let ty4 = ty ^ 4u;
+    let ty6 = ty ^ 6u;
     var cur = 0u;
     for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {
         let kn = k0 + 16u;
@@ -330,14 +337,15 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             rb0 = ldb4(pb0 + kn * sbk, kn + kb, nb0, K, N);
             if (V4_WIDE) { rb1 = ldb4(pb1 + kn * sbk, kn + kb, nb1, K, N); }
         }
-        let abase = cur * 528u;
+        let abase = cur * 512u;
         let bbase = cur * 512u;
-        // the k loop unrolled by hand (16 copies; +15% on the H200 over the plain loop)
+        // the k loop unrolled by hand (16 copies; +15% on the H200 over the plain loop); copy k
+        // reads ty's a slots as ty ^ 2 (k / 4): the constants ty0..ty6 below
         for (var k4 = 0u; k4 < 16u; k4 = k4 + 16u) {
             {
             let k = k4 + 0u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty0];
+            let a1 = As4[abase + k * 32u + 16u + ty0];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -361,8 +369,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 1u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty0];
+            let a1 = As4[abase + k * 32u + 16u + ty0];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -386,8 +394,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 2u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty0];
+            let a1 = As4[abase + k * 32u + 16u + ty0];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -411,8 +419,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 3u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty0];
+            let a1 = As4[abase + k * 32u + 16u + ty0];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -436,8 +444,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 4u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty2];
+            let a1 = As4[abase + k * 32u + 16u + ty2];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -461,8 +469,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 5u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty2];
+            let a1 = As4[abase + k * 32u + 16u + ty2];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -486,8 +494,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 6u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty2];
+            let a1 = As4[abase + k * 32u + 16u + ty2];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -511,8 +519,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 7u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty2];
+            let a1 = As4[abase + k * 32u + 16u + ty2];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -536,8 +544,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 8u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty4];
+            let a1 = As4[abase + k * 32u + 16u + ty4];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -561,8 +569,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 9u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty4];
+            let a1 = As4[abase + k * 32u + 16u + ty4];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -586,8 +594,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 10u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty4];
+            let a1 = As4[abase + k * 32u + 16u + ty4];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -611,8 +619,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 11u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty4];
+            let a1 = As4[abase + k * 32u + 16u + ty4];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -636,8 +644,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 12u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty6];
+            let a1 = As4[abase + k * 32u + 16u + ty6];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -661,8 +669,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 13u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty6];
+            let a1 = As4[abase + k * 32u + 16u + ty6];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -686,8 +694,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 14u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty6];
+            let a1 = As4[abase + k * 32u + 16u + ty6];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -711,8 +719,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             }
             {
             let k = k4 + 15u;
-            let a0 = As4[abase + k * 33u + ty];
-            let a1 = As4[abase + k * 33u + 16u + ty];
+            let a0 = As4[abase + k * 32u + ty6];
+            let a1 = As4[abase + k * 32u + 16u + ty6];
             let b0 = Bs4[bbase + k * 32u + tx];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
@@ -737,8 +745,8 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         }
         if (more) {                       // the other buffer: last read before the previous barrier
             let nxt = cur ^ 1u;
-            sta4(nxt * 528u, 4u * kq, ml, ra0);
-            sta4(nxt * 528u, 4u * kq, ml + 64u, ra1);
+            sta4(nxt * 512u, 4u * kq, ml, ra0);
+            sta4(nxt * 512u, 4u * kq, ml + 64u, ra1);
             Bs4[nxt * 512u + sb] = rb0;
             if (V4_WIDE) { Bs4[nxt * 512u + sb + 16u] = rb1; }
             cur = nxt;

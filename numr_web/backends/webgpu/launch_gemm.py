@@ -9,7 +9,7 @@ Entries (all with the fused bias + activation epilogue, strided operands, broadc
             loads, double-buffered, k loop unrolled 4x; needs the adapter feature "subgroup" and 32 KiB of
             workgroup memory (SG_WG_BYTES), else the tile falls back to v4w / v4     (GEMM tile "sg")
 "auto" takes v4w for GEMMs of at least 256 x 256 where the device grants the workgroup memory
-gemm_v4 needs (V4W_WG_BYTES; browsers and lavapipe grant less), gemm elsewhere; it does not take sg,
+gemm_v4 needs (V4W_WG_BYTES, 32 KiB: WebGPU's default is 16), gemm elsewhere; it does not take sg,
 which is slower than v4w and gemm on the H200 (docs/benchmarks.md). `select` is pure.
 Under a loop budget (launch_reduce.py) a GEMM runs in blocks of at most `k_block(budget)` along K,
 summed by the backend (split-K).
@@ -23,7 +23,7 @@ from .views import coalesce, expanded, prod
 K = MATMUL
 L = K.layout
 GEMM_TILES = ("auto", "64", "128", "v4", "v4w", "sg")
-V4W_WG_BYTES = (1056 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in matmul.wgsl)
+V4W_WG_BYTES = (1024 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in matmul.wgsl)
 SG_WG_BYTES = (1024 + 1024) * 16    # workgroup memory of gemm_sg (Asg + Bsg in matmul_sg.wgsl)
 _FILE = {"gemm": K.name, "gemm_big": K.name, "gemm_v4": K.name, "gemm_sg": MATMUL_SG.name}
 LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM entry (an upper bound)
