@@ -216,6 +216,46 @@ def test_python_encoder_gives_the_same_step(app):
     app.assert_clean()
 
 
+GEMM_TILES = """
+import math
+import numr_web as nr
+from numr_web.backends import get_backend
+be = get_backend("webgpu")
+a = nr.randn((256, 96), device="webgpu", seed=0)
+b = nr.randn((96, 320), device="webgpu", seed=1)
+bias = nr.randn((320,), device="webgpu", seed=2)
+res = {"workgroup_bytes": be.adapter.limits["maxComputeWorkgroupStorageSize"]}
+try:
+    for tile in ("64", "auto"):
+        be.gemm_tile = tile
+        before = dict(be.info()["dispatches"])
+        out = await nr.matmul_bias_activation(a, b, bias, "gelu").read()
+        ran = sorted(k for k, v in be.info()["dispatches"].items()
+                     if v != before.get(k, 0) and k.startswith("matmul"))
+        res[tile] = {"out": [x for row in out for x in row], "ran": ran}
+finally:
+    be.gemm_tile = "auto"
+res["max_diff"] = max(abs(x - y) for x, y in zip(res["64"]["out"], res["auto"]["out"]))
+res["finite"] = all(math.isfinite(x) for x in res["auto"]["out"])
+del res["64"]["out"], res["auto"]["out"]
+res
+"""
+
+
+def test_large_gemm_tile_in_the_browser(app):
+    """Where the browser grants 32 KiB of workgroup memory, a 256 x 96 x 320 Linear + GELU runs
+    on gemm_v4's 128 x 128 tile (XOR-swizzled a tile) and agrees with the 64 x 64 kernel to float32
+    rounding of a 96-term sum (the two sum in different orders)."""
+    app.goto("index.html")
+    res = app.py(GEMM_TILES)
+    print(f"\nbrowser GEMM tiles: {res}")
+    assert res["64"]["ran"] == ["matmul.gemm"], res
+    assert res["auto"]["ran"] == (["matmul.gemm_v4"] if res["workgroup_bytes"] >= 32768
+                                  else ["matmul.gemm"]), res
+    assert res["finite"] and res["max_diff"] <= 2e-5, res      # |z| <~ 40: ~2^-19 absolute
+    app.assert_clean()
+
+
 def test_python_shape_error_surfaces(app):
     """A Python exception comes back as its text (ShapeError), promptly, not a hang."""
     app.goto("index.html")
