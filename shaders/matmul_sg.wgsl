@@ -156,15 +156,23 @@ fn gemm_sg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         workgroupBarrier();
     }
 
-    let res = acc;                        // dynamic indexing below touches this copy only
     let obase = batch * M * N;
-    for (var r = 0u; r < 8u; r = r + 1u) {
-        let m = row0 + 4u * ty + (r & 3u) + 64u * (r >> 2u);
-        if (m >= M) { continue; }
-        for (var c = 0u; c < 8u; c = c + 1u) {
-            let n = col0 + 4u * tx + (c & 3u) + 64u * (c >> 2u);
-            if (n >= N) { continue; }
-            epilogue(obase + m * N + n, n, res[r + 8u * (c >> 2u)][c & 3u]);
-        }
-    }
+    let m = row0 + 4u * ty;               // rows m..m+3, m+64..m+67; columns n..n+3, n+64..n+67
+    let n = col0 + 4u * tx;
+    store_row4(obase, m, n, M, N, acc[0]);
+    store_row4(obase, m, n + 64u, M, N, acc[8]);
+    store_row4(obase, m + 1u, n, M, N, acc[1]);
+    store_row4(obase, m + 1u, n + 64u, M, N, acc[9]);
+    store_row4(obase, m + 2u, n, M, N, acc[2]);
+    store_row4(obase, m + 2u, n + 64u, M, N, acc[10]);
+    store_row4(obase, m + 3u, n, M, N, acc[3]);
+    store_row4(obase, m + 3u, n + 64u, M, N, acc[11]);
+    store_row4(obase, m + 64u, n, M, N, acc[4]);
+    store_row4(obase, m + 64u, n + 64u, M, N, acc[12]);
+    store_row4(obase, m + 65u, n, M, N, acc[5]);
+    store_row4(obase, m + 65u, n + 64u, M, N, acc[13]);
+    store_row4(obase, m + 66u, n, M, N, acc[6]);
+    store_row4(obase, m + 66u, n + 64u, M, N, acc[14]);
+    store_row4(obase, m + 67u, n, M, N, acc[7]);
+    store_row4(obase, m + 67u, n + 64u, M, N, acc[15]);
 }
