@@ -56,7 +56,7 @@ def test_gelu_tanh_cpu_tails_against_mpmath(dtype):
     itself, an error of ~|2u| ulp in exp(2u) (torch's float64 formula gives 0 there)."""
     pts = [-30.0, -20.0, -12.5, -11.0, -9.25, -3.0, -0.5, 0.25, 2.0, 9.0] if dtype == np.float64 \
         else [-11.0, -10.0, -9.25, -6.0, -3.0, -0.5, 0.25, 2.0, 9.0, 30.0]
-    z = np.tile(np.array(pts, dtype), 10000)                  # > 2 blocks of the cpu path
+    z = np.tile(np.array(pts, dtype), 20000)                  # > 2 blocks of the cpu path
     x = nr.tensor(z, requires_grad=True)
     y = nr.gelu(x, approximate="tanh")
     y.sum().backward()
@@ -68,3 +68,31 @@ def test_gelu_tanh_cpu_tails_against_mpmath(dtype):
     ulps = 2.0 if dtype == np.float32 else 4 + 1.6 * np.abs(t + 0.044715 * t ** 3)
     assert (_ulps(got[0], want, dtype) <= ulps).all(), (got[0], want)
     assert (_ulps(dgot[0], dwant, dtype) <= 4 * ulps).all(), (dgot[0], dwant)
+
+
+def test_gelu_tanh_cpu_blocks_match_one_call():
+    """The cpu's blocked float32 path (large arrays, spread over threads) gives exactly what one
+    call on each value alone gives, NaN, +-inf, the float32 extremes and signed zeros included."""
+    from numr_web.ops import activations as A
+    special = np.array([np.nan, np.inf, -np.inf, -3e38, 3e38, -0.0, 0.0, 1e-45, -1e-45, -11.5,
+                        -12.5, -21.9, -22.5, 21.9, 22.5, -0.75], np.float32)
+    rng = np.random.default_rng(0)
+    z = (rng.standard_normal(300_001) * 6).astype(np.float32)
+    at = rng.choice(z.size, 64 * special.size, replace=False)
+    z[at] = np.tile(special, 64)
+    dy = rng.standard_normal(z.size).astype(np.float32)
+    one = {name: np.concatenate([f(z[i:i + 1]) for i in range(0, z.size, 997)])
+           for name, f in (("fwd", lambda v: A._gelu_tanh_fwd(np, v.copy())),
+                           ("d1", lambda v: A._gelu_tanh_d1(np, np.ones_like(v), v)))}
+    y, d = A._gelu_tanh_fwd(np, z.copy()), A._gelu_tanh_d1(np, np.ones_like(z), z)
+    np.testing.assert_array_equal(y[::997], one["fwd"])
+    np.testing.assert_array_equal(d[::997], one["d1"])
+    want_y = np.array([A._gelu_tanh_fwd(np, v.reshape(1).copy())[0] for v in special])
+    want_d = np.array([A._gelu_tanh_d1(np, np.ones(1, np.float32), v.reshape(1))[0] for v in special])
+    np.testing.assert_array_equal(y[at], np.tile(want_y, 64))          # NaN == NaN here
+    np.testing.assert_array_equal(np.signbit(y[at]), np.tile(np.signbit(want_y), 64))
+    np.testing.assert_array_equal(d[at], np.tile(want_d, 64))
+    dd = A._gelu_tanh_d1(np, dy, z)
+    np.testing.assert_array_equal(dd[::997], np.concatenate(
+        [A._gelu_tanh_d1(np, dy[i:i + 1], z[i:i + 1]) for i in range(0, z.size, 997)]))
+    assert np.isnan(want_y[2]) and want_y[1] == np.inf and np.signbit(want_y[3]) and want_y[3] == 0

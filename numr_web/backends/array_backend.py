@@ -202,7 +202,7 @@ class ArrayBackend(ArrayNN, Backend):
         zw = self._widen(z)
         if zw.ndim == 0:               # the formulas write in place (out=): give them an array
             return self._asarray(f(self.xp, zw.reshape(1).copy()).reshape(()), z.dtype)
-        out = f(self.xp, zw.copy() if fn == "fwd" else zw)
+        out = f(self.xp, zw.copy() if fn == "fwd" and not ACT[name].np.keeps_z else zw)
         return self._asarray(out, z.dtype)
 
     # -- reductions --------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ class ArrayBackend(ArrayNN, Backend):
         z = self._gemm(a, b)                                 # the GEMM runs once; bias and the
         if bias is not None:                                  # activation are applied in place
             z += self._widen(bias)
-        y = row.np.fwd(self.xp, z if row.saves == "y" else z.copy())
+        y = row.np.fwd(self.xp, z.copy() if row.saves == "z" and not row.np.keeps_z else z)
         return self._asarray(y, a.dtype), (self._asarray(z, a.dtype) if row.saves == "z" else None)
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 # numpy has no erf. float64: the C library's erf (math.erf, <= 1 ulp), vectorised.
@@ -45,6 +46,26 @@ def _workers():
         return max(1, min(8, os.cpu_count() or 1))
 
 
+def _run(task, items):
+    """task(item) for each item, spread over the CPU's cores: the first in the calling thread, the
+    others in one pool for the process (each call only submits and waits: tasks never wait on one
+    another)."""
+    items = list(items)
+    if _workers() == 1 or len(items) == 1:
+        for i in items:
+            task(i)
+        return
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="numr-cpu")
+    futures = [_pool.submit(task, i) for i in items[1:]]
+    try:
+        task(items[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
 def _blocked(xp, x, fn):
     def one(v):
         return fn(v).astype(v.dtype, copy=False) if fn is not None else _erf_series(xp, v)
@@ -55,40 +76,47 @@ def _blocked(xp, x, fn):
 
     def run(i):
         out[i:i + BLOCK] = one(flat[i:i + BLOCK])
-    starts = range(0, flat.size, BLOCK)
-    n = _workers()
-    if n == 1:
-        for i in starts:
-            run(i)
-    else:
-        global _pool
-        if _pool is None:        # one pool for the process; each call only submits and waits
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="numr-erf")
-        for f in [_pool.submit(run, i) for i in starts]:
-            f.result()
+    _run(run, range(0, flat.size, BLOCK))
     return out.reshape(x.shape)
 
 
-def in_blocks(xp, fn, dtype, *arrays, out=None):
-    """fn(xp, *arrays) as `dtype` (into `out` when given), block by block (BLOCK elements, in the
-    calling thread) for large dense numpy arrays of one shape, so that fn's temporaries stay in
-    cache; one call on the whole arrays elsewhere (cupy, small or broadcast operands). fn is
-    elementwise; out may be one of the arrays (each block is read before it is written)."""
-    shape = arrays[0].shape
-    n = arrays[0].size
-    if xp.__name__ != "numpy" or n <= 2 * BLOCK or \
-            any(a.shape != shape or not a.flags.c_contiguous for a in arrays) or \
-            (out is not None and not out.flags.c_contiguous):
-        r = fn(xp, *arrays)
-        if out is None:
-            return r.astype(dtype, copy=False)
-        out[...] = r
-        return out
+# in_blocks' block: its float64 work arrays and operand slices (~1.5 MiB) stay in a core's L2;
+# smaller blocks cost more Python calls, and two threads then wait on each other's GIL hand-offs.
+CHUNK = 1 << 16
+
+
+def in_blocks(xp, fn, dtype, *arrays, out=None, scratch=2, work=None):
+    """fn(xp, o, bufs, *arrays): an elementwise fn that writes its result into o (of dtype `dtype`;
+    `out` when given, which may be one of the arrays: fn reads each block before writing it) using
+    `scratch` work arrays in bufs (of dtype `work`, float64 unless given) and no others. Large dense
+    numpy arrays of one shape go block by block (CHUNK elements, so that the work arrays stay in
+    cache), the blocks spread over the CPU's cores, each thread's work arrays allocated once per
+    call; elsewhere (cupy, small, broadcast or strided operands) one call on the whole arrays."""
+    work = xp.float64 if work is None else work
+    shape = xp.broadcast(*arrays).shape if len(arrays) > 1 else arrays[0].shape
     out = xp.empty(shape, dtype) if out is None else out
+    n = out.size
+    if xp.__name__ != "numpy" or n <= CHUNK or not out.flags.c_contiguous or \
+            any(a.shape != shape or not a.flags.c_contiguous for a in arrays):
+        fn(xp, out, [xp.empty(shape, work) for _ in range(scratch)], *arrays)
+        return out
     flat = [a.reshape(-1) for a in arrays]
     o = out.reshape(-1)
-    for i in range(0, n, BLOCK):
-        o[i:i + BLOCK] = fn(xp, *[a[i:i + BLOCK] for a in flat])
+    starts = iter(range(0, n, CHUNK))
+    lock = threading.Lock()
+
+    def worker(_):
+        # each thread takes the next block when done with one: a thread slowed by other work on its
+        # core (an idle BLAS thread spins for a while after each GEMM) takes fewer blocks
+        bufs = [xp.empty(CHUNK, work) for _ in range(scratch)]
+        while True:
+            with lock:
+                i = next(starts, None)
+            if i is None:
+                return
+            k = min(CHUNK, n - i)
+            fn(xp, o[i:i + k], [b[:k] for b in bufs], *[a[i:i + k] for a in flat])
+    _run(worker, range(min(_workers(), -(-n // CHUNK))))
     return out
 
 

@@ -13,8 +13,9 @@ The WGSL and CUDA dispatch (`switch` on the activation) is generated from these 
 (numr_web/backends/webgpu/codegen.py, numr_web/backends/cuda/codegen.py); a code string is an
 expression, or a function body when it contains `return`. WGSL sees f32 `z`/`dy`/`s` and the helpers
 of shaders/act.wgsl; CUDA sees the compute type `C` and the helpers of backends/cuda/kernels.cu.
-numpy functions take the array module `xp` first; `fwd` may overwrite its argument and `d1` gets
-the output `y` as an optional hint (exact GELU recovers Phi(z) = y / z from it instead of a second erf).
+numpy functions take the array module `xp` first; `fwd` may overwrite its argument (unless the
+row's numpy Code says keeps_z) and `d1` gets the output `y` as an optional hint (exact GELU
+recovers Phi(z) = y / z from it instead of a second erf).
 
 Conventions are PyTorch's: relu'(0) = 0, elu''(0) = 0, hardswish'(+-3) = 0 and 1; `gelu` is exact (erf), `gelu_tanh` the tanh form;
 leaky_relu's slope is 0.01, elu's alpha 1, softplus has beta 1 and threshold 20.
@@ -36,11 +37,13 @@ LEAKY_SLOPE = 0.01
 
 
 class Code:
-    """One activation's five functions in one language (None: not defined for this row)."""
-    __slots__ = ("fwd", "dz", "d2", "d1", "ds")
+    """One activation's five functions in one language (None: not defined for this row).
+    keeps_z: fwd leaves its argument intact (a caller that keeps z then needs no copy of it)."""
+    __slots__ = ("fwd", "dz", "d2", "d1", "ds", "keeps_z")
 
-    def __init__(self, fwd, dz, d2, d1=None, ds=None):
+    def __init__(self, fwd, dz, d2, d1=None, ds=None, keeps_z=False):
         self.fwd, self.dz, self.d2, self.d1, self.ds = fwd, dz, d2, d1, ds
+        self.keeps_z = keeps_z
 
 
 class Act:
@@ -116,16 +119,21 @@ def _gelu_dz(xp, z):
     return d
 
 
-def _gelu_d1_from_y(xp, dy, z, y):
+def _gelu_d1_from_y(xp, d, bufs, dy, z, y):
     # Phi(z) = y / z from the output: no second erf (0.5 where z is 0 or too small to divide by)
+    cdf, p = bufs
     with xp.errstate(divide="ignore", invalid="ignore"):
-        cdf = xp.divide(y, z)
-    xp.copyto(cdf, 0.5, where=xp.abs(z) <= 1e-30)
-    d = _phi_pdf(xp, z)
-    d *= z
-    d += cdf
-    d *= dy
-    return d
+        xp.divide(y, z, out=cdf)
+    xp.abs(z, out=p)
+    if p.size and not p.min() > 1e-30:         # only where the block has such z (or a NaN)
+        xp.copyto(cdf, 0.5, where=p <= 1e-30)
+    xp.multiply(z, z, out=p)                   # Phi(z) + z phi(z)
+    p *= -0.5
+    xp.exp(p, out=p)
+    p *= INV_SQRT_2PI
+    p *= z
+    p += cdf
+    xp.multiply(p, dy, out=d)
 
 
 def _gelu_d1(xp, dy, z, y=None):
@@ -133,7 +141,7 @@ def _gelu_d1(xp, dy, z, y=None):
         d = _gelu_dz(xp, z)
         d *= dy
         return d
-    return in_blocks(xp, _gelu_d1_from_y, dy.dtype, dy, z, y)
+    return in_blocks(xp, _gelu_d1_from_y, dy.dtype, dy, z, y, work=dy.dtype)
 
 
 def _gelu_tanh_u2(xp, z):
@@ -152,10 +160,14 @@ def _gelu_tanh_du(xp, z):
 # gelu_tanh on numpy: z sigmoid(2u), no cancellation in the lower tail. float32 (and float16,
 # computed in float32): z / (1 + exp(-2u)) evaluated in float64 and rounded once (the float32
 # rounding of u alone costs up to ~4 ulp), in cache-sized blocks (float64 temporaries of the whole
-# array would make it memory-bound: 5x slower); exp's argument stays within +-142 (|z| clipped to
-# GELU_TANH_CLIP, past which y is z or below float32's smallest subnormal): numpy's exp takes a
-# slow path where it overflows. float64: the sigmoid pair of 2u, unclipped (its range is wider).
+# array would make it memory-bound: 5x slower), each pass a plain float64 ufunc into a work array
+# (a ufunc that mixes float32 and float64 runs numpy's casting buffers: 2-3x slower). exp's
+# argument is clipped to +-GELU_TANH_EXP (numpy's exp takes a slow path where it overflows; past
+# it y is z or rounds to -0.0, even for z = -3e38); the derivative's z to +-GELU_TANH_CLIP (past
+# it the derivative is 1 or below float32's smallest subnormal). float64: the sigmoid pair of
+# 2u, unclipped (its range is wider).
 GELU_TANH_CLIP = 12.0
+GELU_TANH_EXP = 700.0
 
 
 def _gelu_tanh_sig_fwd(xp, z):
@@ -170,55 +182,51 @@ def _gelu_tanh_sig_dz(xp, z):
     return s + xp.where(sq == 0, 0, 2 * z * sq * _gelu_tanh_du(xp, z)).astype(z.dtype, copy=False)
 
 
-def _clipped64(xp, z):
-    """(z in float64, z clipped to +-GELU_TANH_CLIP, its square)."""
-    w = z.astype(xp.float64)
-    zc = xp.maximum(w, -GELU_TANH_CLIP)
-    xp.minimum(zc, GELU_TANH_CLIP, out=zc)
-    return w, zc, xp.multiply(zc, zc)
+def _neg_2u(xp, e, a):
+    """e = -2u = -2c (a + A a³), from float64 a."""
+    xp.multiply(a, a, out=e)
+    e *= -2 * GELU_C * GELU_A
+    e -= 2 * GELU_C
+    e *= a
 
 
-def _poly(xp, z, z2, c0, c2):
-    """(c0 + c2 z²) z, with z2 = z² (one new array)."""
-    p = xp.multiply(z2, c2)
-    p += c0
-    p *= z
-    return p
-
-
-def _gelu_tanh_fwd64(xp, z):
-    w, zc, z2 = _clipped64(xp, z)
-    e = _poly(xp, zc, z2, -2 * GELU_C, -2 * GELU_C * GELU_A)     # -2u
+def _gelu_tanh_fwd64(xp, y, bufs, z):
+    a, e = bufs
+    xp.copyto(a, z)
+    _neg_2u(xp, e, a)
+    xp.clip(e, -GELU_TANH_EXP, GELU_TANH_EXP, out=e)
     xp.exp(e, out=e)
     e += 1
-    neg_inf = w == -math.inf
-    xp.maximum(w, -GELU_TANH_CLIP, out=w)      # below it y rounds to -0.0
-    y = xp.divide(w, e, out=e)
-    if neg_inf.any():                          # torch: -inf * 0 = NaN
-        y[neg_inf] = math.nan
-    return y
+    xp.divide(a, e, out=e)                     # z / (1 + exp(-2u))
+    if e.size and not e.min() > -math.inf:     # z = -inf gives -inf (NaN: also the slow way);
+        xp.copyto(e, math.nan, where=e == -math.inf)   # torch: -inf * 0 = NaN
+    xp.copyto(y, e)
 
 
-def _gelu_tanh_d1_64(xp, z, dy=None):
-    # s + 2 z u' s q (s, q = sigmoid(+-2u); s q = E s², E = exp(-2u)); times dy before the rounding
-    _, zc, z2 = _clipped64(xp, z)
-    e = _poly(xp, zc, z2, -2 * GELU_C, -2 * GELU_C * GELU_A)     # -2u
+def _gelu_tanh_d1_64(xp, d, bufs, z, dy=None):
+    # s + P s q = (D + P E) / D² (s, q = sigmoid(+-2u), E = exp(-2u), D = 1 + E, P = 2 z u'),
+    # P = 2c (z + 3 A z³) = -3 (-2u) - 4c z; times dy before the rounding
+    a, e = bufs
+    xp.clip(z, -GELU_TANH_CLIP, GELU_TANH_CLIP, out=a)
+    _neg_2u(xp, e, a)
+    a *= 4 * GELU_C / 3
+    a += e                                     # -P / 3 (cancels at most a factor 3: < 2 bits)
     xp.exp(e, out=e)
-    s = e + 1
-    xp.reciprocal(s, out=s)
-    e *= s
-    e *= s                                     # s q
-    e *= _poly(xp, zc, z2, 2 * GELU_C, 6 * GELU_C * GELU_A)     # 2 z u'
-    e += s
+    a *= e
+    e += 1
+    a *= -3
+    a += e                                     # D + P E
+    e *= e
+    a /= e
     if dy is not None:
-        e *= dy
-    return e
+        a *= dy
+    xp.copyto(d, a)
 
 
 def _gelu_tanh_fwd(xp, z):
     if z.dtype.itemsize >= 8:
         return _gelu_tanh_sig_fwd(xp, z)
-    return in_blocks(xp, _gelu_tanh_fwd64, z.dtype, z, out=z)
+    return in_blocks(xp, _gelu_tanh_fwd64, z.dtype, z)       # a new array: keeps_z
 
 
 def _gelu_tanh_dz(xp, z):
@@ -297,8 +305,8 @@ def _ones(xp, z):
     return xp.ones_like(z)
 
 
-def _np(fwd, dz, d2, d1=None, ds=None):
-    return Code(fwd, dz, d2, d1 or _times_dy(dz), ds)
+def _np(fwd, dz, d2, d1=None, ds=None, keeps_z=False):
+    return Code(fwd, dz, d2, d1 or _times_dy(dz), ds, keeps_z)
 
 
 # -- THE TABLE ----------------------------------------------------------------------------------------
@@ -351,7 +359,7 @@ ACT = {a.name: a for a in (
         cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
                   "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
     Act("gelu_tanh", "z",
-        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2, d1=_gelu_tanh_d1),
+        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2, d1=_gelu_tanh_d1, keeps_z=True),
         wgsl=Code("gelu_tanh_s(z)",
                   "let u = gelu_tanh_u(z);\n"
                   "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
