@@ -642,6 +642,30 @@ def test_large_gemm_copies_a_transposed_operand_for_gemm_v4():
     assert {k for k in ran if k.startswith("matmul.")} == {"matmul.gemm"}
 
 
+def test_large_float32_gemm_runs_the_activation_as_a_pass_after_it(be):
+    """From launch_gemm.ACT_AFTER_MIN output elements a float32 GEMM + GELU runs the GELU as its
+    own elementwise pass after the GEMM (bias in the GEMM's epilogue); below it one GEMM dispatch.
+    Either way z is the float64 product within the GEMM's rounding and y = gelu(z) within 8 ulp
+    (float64 truth of the returned z; the same bound as the activation's own tests)."""
+    from scipy.special import erfc
+    for m, n, split in ((2048, 2048, True), (96, 64, False)):
+        a, b, bias = rand(m, 8, seed=81), rand(8, n, seed=82), rand(n, seed=83)
+        def run():
+            out = be.gemm_bias_act(up(be, a), up(be, b), up(be, bias), "gelu")
+            be.settle()                              # a pending fused chain records its kernel
+            return out
+        (y, z), ran = kernels_run(be, run)
+        assert (m * n >= launch_gemm.ACT_AFTER_MIN) is split
+        assert any(not k.startswith("matmul.") for k in ran) is split, ran
+        assert sum(v for k, v in ran.items() if k.startswith("matmul.")) == 1, ran
+        Z = down(be, z)
+        want, mag = gemm_ref(a, b, bias)
+        close(Z, want, ulps=10, scale=mag)
+        z64 = Z.astype(np.float64)
+        close(down(be, y), z64 * 0.5 * erfc(-z64 / math.sqrt(2)), ulps=8, scale=0.0,
+              floor=1e-40)
+
+
 def test_gemm_sg_subgroup_kernel():
     """gemm_sg (subgroup shuffles; tile "sg") where the adapter has subgroups: row- and
     column-major operands (the transposed views of a Linear's backward), with and without bounds

@@ -109,9 +109,7 @@ class WebGPUBackend(NNPrimitives, Backend):
         """Record the pending chain of fused elementwise ops now (without submitting)."""
         self.d.fusion.flush()
 
-    @property
-    def binding_limit(self):
-        return self.d.binding_limit
+    binding_limit = property(lambda self: self.d.binding_limit)
 
     # -- availability ------------------------------------------------------------------------------
     @classmethod
@@ -429,6 +427,9 @@ class WebGPUBackend(NNPrimitives, Backend):
         return self._gemm(a, b, None, "none", False)[0]
 
     def gemm_bias_act(self, a, b, bias, act):
+        if gemm.activation_after(act, a.dtype, a.shape, b.shape):     # (launch_gemm.py: why)
+            z = self._gemm(a, b, bias, "none", False)[0]
+            return self.activation(act, z, "fwd"), (z if ACT[act].saves == "z" else None)
         return self._gemm(a, b, bias, act, ACT[act].saves == "z")
 
     def _gemm(self, a, b, bias, act, want_z):

@@ -27,6 +27,12 @@ V4W_WG_BYTES = (1024 + 1024) * 16   # workgroup memory of gemm_v4 (As4 + Bs4 in 
 SG_WG_BYTES = (1024 + 1024) * 16    # workgroup memory of gemm_sg (Asg + Bsg in matmul_sg.wgsl)
 _FILE = {"gemm": K.name, "gemm_big": K.name, "gemm_v4": K.name, "gemm_sg": MATMUL_SG.name}
 LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM entry (an upper bound)
+# From this many output elements a float32 GEMM + activation runs the activation as its own pass
+# (the bias stays in the epilogue): an activation's code inlined in the epilogue slows the whole
+# kernel (H200, 8192 x 4096 x 4096: GELU 8.6 ms fused, 7.5 split; tanh, sigmoid, silu, elu,
+# softplus, mish 0.6-0.9 ms; relu, leaky_relu, hardswish alike either way: docs/benchmarks.md).
+# float32 only: there the pass reads the very z the epilogue had (float16 storage rounds it first).
+ACT_AFTER_MIN = 1 << 22
 
 
 # A transposed operand (the Linear's backward: dz @ w.T, x.T @ dz) keeps a GEMM off gemm_v4, which
@@ -59,6 +65,13 @@ def caps(adapter):
     if wg >= SG_WG_BYTES and "subgroup" in adapter.features:
         have.add("sg")
     return frozenset(have)
+
+
+def activation_after(act, dtype, ashape, bshape):
+    """True where gemm_bias_act runs `act` as a pass after the GEMM (ACT_AFTER_MIN)."""
+    batch = max(prod(ashape[:-2]), prod(bshape[:-2]))
+    return act != "none" and dtype.name == "float32" and \
+        batch * ashape[-2] * bshape[-1] >= ACT_AFTER_MIN
 
 
 def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, caps):
