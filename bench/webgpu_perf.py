@@ -8,7 +8,9 @@
    float16 GEMM (f16 storage, f32 accumulation) on the default ("auto") entry where the adapter
    has shader-f16, against torch fp16 (tensor cores: not a like-for-like rate, printed for scale);
 2. Linear + bias + GELU forward + backward (x: M x K, w: K x N) through the public API on webgpu in
-   float32 and float16, against torch fp32 (and fp16) on CUDA.
+   float32 and float16, against torch fp32 (and fp16) on CUDA;
+3. with --epilogues: a float32 GEMM + bias + each activation, the activation in the GEMM's epilogue
+   against the activation as its own pass after the GEMM.
 Timing: warm-up, then per round `--iters` launches back to back closed by one small synchronising
 read-back (webgpu) / torch.cuda.synchronize(); the time per call is the round's wall time divided
 by --iters; the median of --reps rounds is reported. torch is skipped when it sees no CUDA device.
@@ -137,6 +139,36 @@ def linear_rows(be, torch, M, N, K, iters, reps, tiles):
     return rows
 
 
+def epilogue_rows(be, M, N, K, iters, reps):
+    """float32 GEMM + bias + each activation: in the GEMM's epilogue against the GEMM with the bias
+    followed by the activation as its own pass (what launch_gemm.ACT_AFTER_MIN chooses)."""
+    from numr_web.backends.webgpu import launch_gemm
+    from numr_web.ops.activations import ACT
+    x = nr.randn((M, K), seed=0, device="webgpu")._data
+    w = (nr.randn((K, N), seed=1, device="webgpu") * 0.02)._data
+    b = nr.randn((N,), seed=3, device="webgpu")._data
+    out, rows, was = [None], [], launch_gemm.ACT_AFTER_MIN
+
+    def run(act):
+        out[0] = be.gemm_bias_act(x, w, b, act)[0]
+        be.settle()
+
+    def sync():
+        be.to_bytes(be.slice(out[0], ((0, 1, 1), (0, 1, 1))))
+    try:
+        for act in [a for a in ACT if a != "none"]:
+            ts = []
+            for threshold in (1 << 62, 0):           # never split, always split
+                launch_gemm.ACT_AFTER_MIN = threshold
+                ts.append(timed(lambda: run(act), sync, iters, reps))
+            rows.append((act, *ts))
+            log(f"GEMM + {act}: in the epilogue {ts[0] * 1e3:.3f} ms, as a pass after it "
+                f"{ts[1] * 1e3:.3f} ms")
+    finally:
+        launch_gemm.ACT_AFTER_MIN = was
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--m", type=int, default=8192)
@@ -148,6 +180,8 @@ def main(argv=None):
     p.add_argument("--linear-tiles", default="auto",
                    help="GEMM tiles for the webgpu Linear rows (auto: the default selection)")
     p.add_argument("--skip-linear", action="store_true")
+    p.add_argument("--epilogues", action="store_true",
+                   help="also time each activation in the GEMM's epilogue against a pass after it")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     be = nr.get_backend("webgpu")
@@ -183,6 +217,12 @@ def main(argv=None):
         if "float16" in wref:
             log(f"\nwebgpu float16 vs float32 Linear fwd+bwd: "
                 f"{wref['float32'] / wref['float16']:.2f}x faster")
+    if args.epilogues:
+        log(f"\n## float32 GEMM {M}x{K}x{N} + bias + activation, ms\n")
+        log("| activation | in the epilogue | a pass after the GEMM |")
+        log("|---|---|---|")
+        for act, fused, split in epilogue_rows(be, M, N, K, args.iters, args.reps):
+            log(f"| {act} | {fused * 1e3:.3f} | {split * 1e3:.3f} |")
     log(f"\ntotal {time.perf_counter() - t0:.1f} s")
 
 
