@@ -84,7 +84,7 @@ def gemm_rows(be, torch, M, N, K, tiles, iters, reps):
             rows.append((dt.name, tile, ran, t, flop / t / 1e12))
             log(f"GEMM {dt.name} tile {tile} ({ran}): {t * 1e3:.3f} ms, {flop / t / 1e12:.2f} TFLOP/s")
         be.gemm_tile = "auto"
-        del a, b
+        a = b = None                     # free the GPU memory before the next dtype
     if torch is not None:
         for tdt in (torch.float32, torch.float16):
             ta = torch.randn(M, K, device="cuda", dtype=tdt)
@@ -93,7 +93,7 @@ def gemm_rows(be, torch, M, N, K, tiles, iters, reps):
             name = str(tdt).split(".")[1]
             rows.append((name, "torch", "cuBLAS", t, flop / t / 1e12))
             log(f"GEMM {name} torch.matmul: {t * 1e3:.3f} ms, {flop / t / 1e12:.2f} TFLOP/s")
-            del ta, tb
+            ta = tb = None
     return rows
 
 
@@ -118,7 +118,7 @@ def linear_rows(be, torch, M, N, K, iters, reps, tiles):
         who = "webgpu" if tile == "auto" else f"webgpu tile {tile}"
         rows.append((dt, who, t))
         log(f"Linear+GELU fwd+bwd {dt} {who}: {t * 1e3:.2f} ms")
-        del x, w, b, dy
+        x = w = b = dy = None
     be.gemm_tile = "auto"
     if torch is not None:
         F = torch.nn.functional
@@ -135,7 +135,7 @@ def linear_rows(be, torch, M, N, K, iters, reps, tiles):
             name = str(tdt).split(".")[1]
             rows.append((name, "torch", t))
             log(f"Linear+GELU fwd+bwd {name} torch: {t * 1e3:.2f} ms")
-            del tx, tw, tb, tdy
+            tx = tw = tb = tdy = None
     return rows
 
 
