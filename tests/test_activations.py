@@ -1,5 +1,8 @@
 """erf (nr.erf, behind exact GELU) within its stated error bounds, against math.erf."""
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -96,3 +99,37 @@ def test_gelu_tanh_cpu_blocks_match_one_call():
     np.testing.assert_array_equal(dd[::997], np.concatenate(
         [A._gelu_tanh_d1(np, dy[i:i + 1], z[i:i + 1]) for i in range(0, z.size, 997)]))
     assert np.isnan(want_y[2]) and want_y[1] == np.inf and np.signbit(want_y[3]) and want_y[3] == 0
+
+
+_FORK_CHILD = """
+import multiprocessing as mp
+import numpy as np
+import numr_web as nr
+
+def gelu_sum():
+    x = nr.tensor(np.linspace(-5, 5, 300_000, dtype=np.float32))   # several blocks: the pool
+    return float(nr.gelu(x, approximate="tanh").sum().item())
+
+def child(q):
+    q.put(gelu_sum())
+
+if __name__ == "__main__":
+    want = gelu_sum()                                  # the parent's pool exists now
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    got = q.get(timeout=60)
+    p.join(30)
+    assert got == want, (got, want)
+    print("ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_cpu_activations_work_in_a_forked_child():
+    """A process forked after numr's cpu kernels used their worker pool (multiprocessing's default
+    on Linux) computes the same values instead of waiting forever on the parent's threads."""
+    r = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -34,7 +34,29 @@ def erf(xp, x):
 # data: in L2 they are several times faster than through memory), spread over the CPU's cores as
 # torch spreads its elementwise kernels (numpy releases the GIL inside each pass).
 BLOCK = 1 << 15
-_pool = None
+_POOL_NAME = "numr-cpu"
+_pool_state = {"pool": None}       # the process's one worker pool, made on first use
+_pool_lock = threading.Lock()
+
+
+def _forget_pool():
+    # a forked child inherits the pool object but not its threads (nor a lock another thread may
+    # have held): it makes its own
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    _pool_state["pool"] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _get_pool():
+    with _pool_lock:
+        if _pool_state["pool"] is None:
+            _pool_state["pool"] = ThreadPoolExecutor(max_workers=_workers(),
+                                                     thread_name_prefix=_POOL_NAME)
+        return _pool_state["pool"]
 
 
 def _workers():
@@ -49,16 +71,15 @@ def _workers():
 def _run(task, items):
     """task(item) for each item, spread over the CPU's cores: the first in the calling thread, the
     others in one pool for the process (each call only submits and waits: tasks never wait on one
-    another)."""
+    another). Called from one of the pool's own threads (a task that needs erf), everything runs
+    in that thread: waiting there on work queued behind it could deadlock the pool."""
     items = list(items)
-    if _workers() == 1 or len(items) == 1:
+    if _workers() == 1 or len(items) == 1 or \
+            threading.current_thread().name.startswith(_POOL_NAME):
         for i in items:
             task(i)
         return
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="numr-cpu")
-    futures = [_pool.submit(task, i) for i in items[1:]]
+    futures = [_get_pool().submit(task, i) for i in items[1:]]
     try:
         task(items[0])
     finally:
