@@ -1,7 +1,7 @@
 """webgpu performance against torch on the same GPU, in one process and one command:
 
     python bench/webgpu_perf.py [--m 8192 --n 4096 --k 4096] [--tiles 64,128,v4,v4w,sg] [--reps 5]
-                                [--linear-tiles auto,v4w]
+                                [--linear-tiles auto,v4w] [--skip-linear] [--epilogues]
 
 1. fp32 GEMM M x K by K x N per GEMM entry (the NUMR_WEBGPU_GEMM_TILE values, switched through the
    backend's `gemm_tile` knob), TFLOP/s, against torch.matmul (cuBLAS) fp32 with TF32 off; also the

@@ -154,10 +154,15 @@ def test_encoder_is_made_from_encode_js_unless_turned_off_or_forbidden(fake_js, 
     assert args[:-1] == ENCODER_PARAMS and "createBindGroup" in args[-1]
     assert _adapter(monkeypatch).js_encode is True                      # the default
     monkeypatch.setenv("NUMR_WEBGPU_JS_ENCODE", "0")
+    made = len(fake_js.made)
     ad = _adapter(monkeypatch)
-    assert ad.js_encode is False                        # the knob: the Python encoder
+    assert ad.js_encode is False                        # the knob: the Python encoder ...
+    assert len(fake_js.made) == made                    # ... and no attempt to make encode.js
     ad.js_encode = True                                 # assignable at run time
-    assert ad.js_encode is True
+    assert ad.js_encode is True and len(fake_js.made) == made + 1
+    ad.js_encode = False
+    ad.js_encode = True                                 # made once
+    assert ad.js_encode is True and len(fake_js.made) == made + 1
     monkeypatch.delenv("NUMR_WEBGPU_JS_ENCODE")
     fake_js.forbid = True
     assert AB._encoder() is None                        # a page that forbids eval

@@ -643,27 +643,65 @@ def test_large_gemm_copies_a_transposed_operand_for_gemm_v4():
 
 
 def test_large_float32_gemm_runs_the_activation_as_a_pass_after_it(be):
-    """From launch_gemm.ACT_AFTER_MIN output elements a float32 GEMM + GELU runs the GELU as its
-    own elementwise pass after the GEMM (bias in the GEMM's epilogue); below it one GEMM dispatch.
-    Either way z is the float64 product within the GEMM's rounding and y = gelu(z) within 8 ulp
-    (float64 truth of the returned z; the same bound as the activation's own tests)."""
-    from scipy.special import erfc
-    for m, n, split in ((2048, 2048, True), (96, 64, False)):
+    """From launch_gemm.ACT_AFTER_MIN output elements a float32 GEMM + GELU (or tanh, which saves y)
+    runs the activation as its own elementwise pass after the GEMM (bias in the GEMM's epilogue);
+    relu stays in the epilogue, and so does everything below the threshold. Either way z is the
+    float64 product within the GEMM's rounding and y = act(z) within the activation's bound
+    (float64 truth of the returned z; 8 ulp as the activation's own tests)."""
+    erfc = pytest.importorskip("scipy.special").erfc
+    truth = {"gelu": lambda z: z * 0.5 * erfc(-z / math.sqrt(2)), "tanh": np.tanh,
+             "relu": lambda z: np.maximum(z, 0)}
+    for m, n, act, split in ((2048, 2048, "gelu", True), (2048, 2048, "tanh", True),
+                             (2048, 2048, "relu", False), (96, 64, "gelu", False)):
         a, b, bias = rand(m, 8, seed=81), rand(8, n, seed=82), rand(n, seed=83)
+
         def run():
-            out = be.gemm_bias_act(up(be, a), up(be, b), up(be, bias), "gelu")
+            out = be.gemm_bias_act(up(be, a), up(be, b), up(be, bias), act)
             be.settle()                              # a pending fused chain records its kernel
             return out
         (y, z), ran = kernels_run(be, run)
-        assert (m * n >= launch_gemm.ACT_AFTER_MIN) is split
-        assert any(not k.startswith("matmul.") for k in ran) is split, ran
+        assert any(not k.startswith("matmul.") for k in ran) is split, (act, ran)
         assert sum(v for k, v in ran.items() if k.startswith("matmul.")) == 1, ran
-        Z = down(be, z)
         want, mag = gemm_ref(a, b, bias)
+        if act == "tanh":                            # saves y: no z to return
+            assert z is None
+            close(down(be, y), np.tanh(want), ulps=8, scale=mag)
+            continue
+        Z = down(be, z) if z is not None else None
+        if Z is None:                                # relu saves y too
+            close(down(be, y), np.maximum(want, 0), ulps=10, scale=mag)
+            continue
         close(Z, want, ulps=10, scale=mag)
-        z64 = Z.astype(np.float64)
-        close(down(be, y), z64 * 0.5 * erfc(-z64 / math.sqrt(2)), ulps=8, scale=0.0,
-              floor=1e-40)
+        close(down(be, y), truth[act](Z.astype(np.float64)), ulps=8, scale=0.0, floor=1e-40)
+
+
+def test_large_float32_linear_gradients_through_the_split_activation():
+    """The public Linear + GELU above ACT_AFTER_MIN outputs (activation after the GEMM): its
+    gradients against float64 numpy (dz = dy gelu'(z), dx = dz w^T, dw = x^T dz, db = sum dz)."""
+    erfc = pytest.importorskip("scipy.special").erfc
+    m, k, n = 2048, 8, 2048
+    x, w, b, dy = rand(m, k, seed=91), rand(k, n, seed=92), rand(n, seed=93), rand(m, n, seed=94)
+    tx, tw, tb = (nr.tensor(v, device="webgpu", requires_grad=True) for v in (x, w, b))
+    nr.matmul_bias_activation(tx, tw, tb, "gelu").backward(nr.tensor(dy, device="webgpu"))
+    z, mag = gemm_ref(x, w, b)
+    dz = dy * (0.5 * erfc(-z / math.sqrt(2)) + z * np.exp(-z * z / 2) / math.sqrt(2 * math.pi))
+    adz = np.abs(dy) * 1.2                        # |gelu'| <= 1.13: the scale of dz's rounding
+    close(tw.grad.numpy(), x.T.astype(np.float64) @ dz, ulps=64, scale=np.abs(x.T) @ adz)
+    close(tx.grad.numpy(), dz @ w.T.astype(np.float64), ulps=64, scale=adz @ np.abs(w.T))
+    close(tb.grad.numpy(), dz.sum(0), ulps=64, scale=adz.sum(0))
+
+
+def test_activation_after_counts_broadcast_batches():
+    """launch_gemm.activation_after (pure): the output size includes broadcast batch dims; float32
+    only; piecewise-linear activations stay in the epilogue."""
+    from numr_web.dtypes import float16, float32
+    big = launch_gemm.ACT_AFTER_MIN
+    m = n = int(math.isqrt(big // 64)) + 1           # 8 x 8 batches of m x n pass the threshold
+    assert launch_gemm.activation_after("gelu", float32, (8, 1, m, 4), (1, 8, 4, n))
+    assert not launch_gemm.activation_after("gelu", float32, (8, 1, m, 4), (1, 1, 4, n))
+    assert not launch_gemm.activation_after("gelu", float16, (8, 1, m, 4), (1, 8, 4, n))
+    for act in ("none", "relu", "leaky_relu", "hardswish"):
+        assert not launch_gemm.activation_after(act, float32, (8, 1, m, 4), (1, 8, 4, n))
 
 
 def test_gemm_sg_subgroup_kernel():

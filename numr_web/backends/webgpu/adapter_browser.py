@@ -195,19 +195,22 @@ class BrowserAdapter(GPUAdapter):
         def on_uncaptured(ev):
             self._errors.append(("?", ev.error))
         self.device.onuncapturederror = on_uncaptured
-        self._encoder = _encoder()
+        self._encoder = None        # encode.js as a function, made when first asked for
         self.js_encode = os.environ.get("NUMR_WEBGPU_JS_ENCODE", "1").strip() != "0"
 
     @property
     def js_encode(self):
         """True: a queue submit is encoded by one call of encode.js; False: dispatch by dispatch
         from Python. Starts as NUMR_WEBGPU_JS_ENCODE says (default 1); assignable. Stays False on
-        a page whose Content-Security-Policy forbids making the function."""
+        a page whose Content-Security-Policy forbids making the function (tried once, and only
+        when asked for: a refused attempt is reported by the page)."""
         return self._encode is not None
 
     @js_encode.setter
     def js_encode(self, on):
-        self._encode = self._encoder if on else None
+        if on and self._encoder is None:
+            self._encoder = _encoder() or False        # False: the page forbids it
+        self._encode = (self._encoder or None) if on else None
 
     def info(self):
         d = super().info()

@@ -10,7 +10,7 @@ Entries (all with the fused bias + activation epilogue, strided operands, broadc
             workgroup memory (SG_WG_BYTES), else the tile falls back to v4w / v4     (GEMM tile "sg")
 "auto" takes v4w for GEMMs of at least 256 x 256 where the device grants the workgroup memory
 gemm_v4 needs (V4W_WG_BYTES, 32 KiB: WebGPU's default is 16), gemm elsewhere; it does not take sg,
-which is slower than v4w and gemm on the H200 (docs/benchmarks.md). `select` is pure.
+which is slower than v4w on the H200 (docs/benchmarks.md). `select` is pure.
 Under a loop budget (launch_reduce.py) a GEMM runs in blocks of at most `k_block(budget)` along K,
 summed by the backend (split-K).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...errors import BackendLimitError
 from .contract import MATMUL, MATMUL_SG, MAX_GROUPS, MAXD
-from .views import coalesce, expanded, prod
+from .views import broadcast_shapes, coalesce, expanded, prod
 
 K = MATMUL
 L = K.layout
@@ -30,9 +30,11 @@ LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM 
 # From this many output elements a float32 GEMM + activation runs the activation as its own pass
 # (the bias stays in the epilogue): an activation's code inlined in the epilogue slows the whole
 # kernel (H200, 8192 x 4096 x 4096: GELU 8.6 ms fused, 7.5 split; tanh, sigmoid, silu, elu,
-# softplus, mish 0.6-0.9 ms; relu, leaky_relu, hardswish alike either way: docs/benchmarks.md).
-# float32 only: there the pass reads the very z the epilogue had (float16 storage rounds it first).
+# softplus, mish 0.6-0.9 ms: docs/benchmarks.md). The piecewise-linear ones (EPILOGUE_ACTS) cost
+# nothing there and stay in it. float32 only: there the pass reads the very z the epilogue had
+# (float16 storage rounds it first).
 ACT_AFTER_MIN = 1 << 22
+EPILOGUE_ACTS = frozenset({"none", "relu", "leaky_relu", "hardswish"})
 
 
 # A transposed operand (the Linear's backward: dz @ w.T, x.T @ dz) keeps a GEMM off gemm_v4, which
@@ -69,9 +71,10 @@ def caps(adapter):
 
 def activation_after(act, dtype, ashape, bshape):
     """True where gemm_bias_act runs `act` as a pass after the GEMM (ACT_AFTER_MIN)."""
-    batch = max(prod(ashape[:-2]), prod(bshape[:-2]))
-    return act != "none" and dtype.name == "float32" and \
-        batch * ashape[-2] * bshape[-1] >= ACT_AFTER_MIN
+    if act in EPILOGUE_ACTS or dtype.name != "float32":
+        return False
+    batch = prod(broadcast_shapes(ashape[:-2], bshape[:-2]))
+    return batch * ashape[-2] * bshape[-1] >= ACT_AFTER_MIN
 
 
 def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, caps):
