@@ -237,9 +237,7 @@ def _gelu_tanh_dz(xp, z):
 
 def _gelu_tanh_d1(xp, dy, z, y=None):
     if z.dtype.itemsize >= 8:
-        d = _gelu_tanh_sig_dz(xp, z)
-        d *= dy
-        return d
+        return _times_dy(_gelu_tanh_sig_dz)(xp, dy, z)
     return in_blocks(xp, _gelu_tanh_d1_64, dy.dtype, z, dy)
 
 
