@@ -146,25 +146,16 @@ fn phi_lower_parts(z: f32) -> vec2<f32> {
     return vec2<f32>(0.5 * w * exp_s(erfc_poly(w) - (zh * zl + 0.5 * zl * zl)), -0.5 * zh * zh);
 }
 
-// Phi(z) = P(N(0,1) <= z) = erfc(-z / sqrt 2) / 2, without cancellation in the lower tail.
-fn phi_cdf(z: f32) -> f32 {
-    let t = abs(z) * SQRT1_2;
-    if (t < 0.921875) { return 0.5 + 0.5 * erf_s(z * SQRT1_2); }
-    var c = 0.0;
-    if (t < 10.0) {                                  // erfc(10) / 2 < 2^-149
-        let p = phi_lower_parts(-abs(z));
-        c = p.x * exp_s(p.y);
-    }
-    return select(1.0 - c, c, z < 0.0);
-}
-
-// gelu(z) = z Phi(z); in the lower tail z Phi(z) is formed as (z c) 2^k so that a normal result
-// keeps its precision where Phi(z) alone is subnormal.
+// gelu(z) = z Phi(z). Both tails share one code path (a warp whose lanes fall in both tails runs
+// it once): s = z Phi(-|z|) is formed as (z c) 2^k, so that a normal result keeps its precision
+// where Phi(z) alone is subnormal, and gelu(z) = z - s above zero.
 fn gelu_s(z: f32) -> f32 {
-    let t = -z * SQRT1_2;
-    if (t < 0.921875 || t >= 10.0) { return z * phi_cdf(z); }
-    let p = phi_lower_parts(z);
-    return mul_exp(z * p.x, p.y);
+    let t = abs(z) * SQRT1_2;
+    if (t < 0.921875) { return z * (0.5 + 0.5 * erf_s(z * SQRT1_2)); }
+    if (!(t < 10.0)) { return z * select(1.0, 0.0, z < 0.0); }     // erfc(10) / 2 < 2^-149; NaN
+    let p = phi_lower_parts(-abs(z));
+    let s = mul_exp(z * p.x, p.y);
+    return select(z - s, s, z < 0.0);
 }
 
 // silu(z) = z sigmoid(z) = z e / (1 + e), e = exp(z): below -80, 1 + e rounds to 1 and z e is
