@@ -256,10 +256,12 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     store_row4(obase, m + 67u, n + 64u, M, N, acc[15]);
 }
 
-// gemm_v4: the same contract for operands whose rows are vec4-aligned (the launcher checks: a has
-// stride 1 along k, b stride 1 along n, and K, N, the row / batch strides and both element offsets
-// are multiples of 4); a and b are read through vec4 views of the same buffers (bindings a4, b4),
-// one 16-byte load per 4 elements. 128 x 64 output tile per workgroup, 8 x 4 register block per
+// gemm_v4: the same contract for operands read a vec4 at a time (the launcher checks: a has stride
+// 1 along k, or along m with A_MLANES (a transposed view); b stride 1 along n, or along k with
+// B_KLANES; K, N, the other strides, the batch strides and both element offsets multiples of 4);
+// a and b are read through vec4 views of the same buffers (bindings a4, b4), one 16-byte load per
+// 4 elements. The tiles are k-major: an operand read along k is transposed into them by scalar
+// stores, one read along m / n is stored as it is read. 128 x 64 output tile per workgroup, 8 x 4 register block per
 // invocation (rows 4ty..4ty+3 and 64+4ty..; columns 4tx..4tx+3): 32 multiply-adds per 3 vec4
 // loads from workgroup memory; V4_WIDE: 128 x 128 tiles, 8 x 8 per invocation (columns also
 // 64+4tx..), 64 multiply-adds per 4 vec4 loads. Double-buffered K-slices of 16: one barrier per
@@ -283,15 +285,48 @@ fn ldb4(p: u32, k: u32, n: u32, K: u32, N: u32) -> vec4<C> {
     return vec4<C>(C(0));
 }
 
-// k-major tile store of the a row fragment v = a[m, k..k+3] (tile row ml; base: the buffer; k a
-// multiple of 4, so the four k rows share the swizzle 2 (k / 4) = k / 2)
-fn sta4(base: u32, k: u32, ml: u32, v: vec4<C>) {
-    let i = base + k * 32u + ((ml >> 2u) ^ (k >> 1u));
-    let c = ml & 3u;
+// The slot of vec4 column group g (4 rows of a, 4 columns of b) in k row k of a tile buffer at
+// base: g ^ 2 (k / 4), the swizzle the reads in gemm_v4 undo (ty0..ty6, tx0..tx6)
+fn slot4(base: u32, k: u32, g: u32) -> u32 { return base + k * 32u + (g ^ ((k >> 2u) << 1u)); }
+
+// k-major tile store of a fragment v = x[r, k..k+3] of a row of a (or a column of b) at tile row
+// r: four scalar stores, one per k row (k a multiple of 4: the four share the swizzle)
+fn sta4(base: u32, k: u32, r: u32, v: vec4<C>) {
+    let i = slot4(base, k, r >> 2u);
+    let c = r & 3u;
     As4[i][c] = v.x;
     As4[i + 32u][c] = v.y;
     As4[i + 64u][c] = v.z;
     As4[i + 96u][c] = v.w;
+}
+fn stb4(base: u32, k: u32, r: u32, v: vec4<C>) {
+    let i = slot4(base, k, r >> 2u);
+    let c = r & 3u;
+    Bs4[i][c] = v.x;
+    Bs4[i + 32u][c] = v.y;
+    Bs4[i + 64u][c] = v.z;
+    Bs4[i + 96u][c] = v.w;
+}
+
+// One K-slice of registers into tile buffer `base`: a row-major a (rows ml, ml + 64 at k 4 kq) is
+// transposed by sta4, an A_MLANES one (k row kn, m quads nl, nl + 16) stored as it is read; b
+// likewise (B_KLANES: columns ml, ml + 64 transposed; else k row kn, n quads nl, nl + 16)
+fn st_tiles(base: u32, kq: u32, ml: u32, kn: u32, nl: u32, ra0: vec4<C>, ra1: vec4<C>,
+            rb0: vec4<C>, rb1: vec4<C>) {
+    if (A_MLANES) {
+        As4[slot4(base, kn, nl)] = ra0;
+        As4[slot4(base, kn, nl + 16u)] = ra1;
+    } else {
+        sta4(base, 4u * kq, ml, ra0);
+        sta4(base, 4u * kq, ml + 64u, ra1);
+    }
+    if (B_KLANES) {
+        stb4(base, 4u * kq, ml, rb0);
+        if (V4_WIDE) { stb4(base, 4u * kq, ml + 64u, rb1); }
+    } else {
+        Bs4[base + kn * 32u + nl] = rb0;
+        if (V4_WIDE) { Bs4[base + kn * 32u + nl + 16u] = rb1; }
+    }
 }
 
 @compute @workgroup_size(16, 16)
@@ -301,7 +336,9 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let N = mu(W_N);
     let K = mu(W_K);
     let sam = mu(W_A_STRIDE_M);
+    let sak = mu(W_A_STRIDE_K);
     let sbk = mu(W_B_STRIDE_K);
+    let sbn = mu(W_B_STRIDE_N);
     let bo = batch_offsets(wid.z);
     let batch = bo.x;
     let oa = bo.y;
@@ -310,47 +347,52 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let col0 = wid.x * select(64u, 128u, V4_WIDE);
     let tx = lid3.x;
     let ty = lid3.y;
-    // loaders: a rows ml and ml + 64, k quad 4*kq (4 lanes read 64 contiguous bytes of a row);
-    // b row kb, columns 4*nl..4*nl+3 (and 64+4*nl.. when WIDE; 16 lanes read 256 contiguous bytes)
+    // loaders of a row-major operand: rows (a) / columns (b, B_KLANES) ml and ml + 64, k quad
+    // 4*kq (4 lanes read 64 contiguous bytes); of a k-row-major one: k row kn (b; a with
+    // A_MLANES), quads nl and nl + 16 of its 128 (64) columns (16 lanes read 256 contiguous bytes)
     let kq = li & 3u;
     let ml = li >> 2u;
     let nl = li & 15u;
-    let kb = li >> 4u;
-    let ma0 = row0 + ml;
+    let kn = li >> 4u;
+    let ma0 = row0 + select(ml, 4u * nl, A_MLANES);   // the first m, k of this invocation's a vec4s
+    let ka = select(4u * kq, kn, A_MLANES);
     let ma1 = ma0 + 64u;
-    let nb0 = col0 + 4u * nl;
+    let nb0 = col0 + select(4u * nl, ml, B_KLANES);   // and of its b vec4s
+    let kb = select(kn, 4u * kq, B_KLANES);
     let nb1 = nb0 + 64u;
-    let pa0 = oa + ma0 * sam + 4u * kq;
-    let pa1 = pa0 + 64u * sam;
-    let pb0 = ob + kb * sbk + nb0;
-    let pb1 = pb0 + 64u;
-    let sb = kb * 32u + nl;               // this invocation's b slot in a buffer
+    let pa0 = oa + select(ma0 * sam + ka, ka * sak + ma0, A_MLANES);
+    let pa1 = pa0 + 64u * select(sam, 1u, A_MLANES);
+    let pb0 = ob + select(kb * sbk + nb0, nb0 * sbn + kb, B_KLANES);
+    let pb1 = pb0 + 64u * select(1u, sbn, B_KLANES);
+    let astep = select(1u, sak, A_MLANES);          // element step of a / b along k
+    let bstep = select(sbk, 1u, B_KLANES);
 
     var acc: array<vec4<C>, 16>;          // zero-initialised; constant indices only (registers)
 
-    var ra0 = lda4(pa0, ma0, 4u * kq, M, K);
-    var ra1 = lda4(pa1, ma1, 4u * kq, M, K);
+    var ra0 = lda4(pa0, ma0, ka, M, K);
+    var ra1 = lda4(pa1, ma1, ka, M, K);
     var rb0 = ldb4(pb0, kb, nb0, K, N);
     var rb1 = vec4<C>(C(0));
     if (V4_WIDE) { rb1 = ldb4(pb1, kb, nb1, K, N); }
-    sta4(0u, 4u * kq, ml, ra0);
-    sta4(0u, 4u * kq, ml + 64u, ra1);
-    Bs4[sb] = rb0;
-    if (V4_WIDE) { Bs4[sb + 16u] = rb1; }
+    st_tiles(0u, kq, ml, kn, nl, ra0, ra1, rb0, rb1);
     workgroupBarrier();
-    let ty0 = ty;                         // ty's a slot in k rows 0-3, 4-7, 8-11, 12-15 (sta4)
+    let ty0 = ty;                         // ty's a slot in k rows 0-3, 4-7, 8-11, 12-15 (swizzle)
     let ty2 = ty ^ 2u;
     let ty4 = ty ^ 4u;
     let ty6 = ty ^ 6u;
+    let tx0 = tx;                         // tx's b slot: swizzled as a's where b is transposed
+    let tx2 = select(tx, tx ^ 2u, B_KLANES);
+    let tx4 = select(tx, tx ^ 4u, B_KLANES);
+    let tx6 = select(tx, tx ^ 6u, B_KLANES);
     var cur = 0u;
     for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {
-        let kn = k0 + 16u;
-        let more = kn < K;
+        let k1 = k0 + 16u;
+        let more = k1 < K;
         if (more) {                       // prefetch the next K-slice into registers
-            ra0 = lda4(pa0 + kn, ma0, kn + 4u * kq, M, K);
-            ra1 = lda4(pa1 + kn, ma1, kn + 4u * kq, M, K);
-            rb0 = ldb4(pb0 + kn * sbk, kn + kb, nb0, K, N);
-            if (V4_WIDE) { rb1 = ldb4(pb1 + kn * sbk, kn + kb, nb1, K, N); }
+            ra0 = lda4(pa0 + k1 * astep, ma0, k1 + ka, M, K);
+            ra1 = lda4(pa1 + k1 * astep, ma1, k1 + ka, M, K);
+            rb0 = ldb4(pb0 + k1 * bstep, k1 + kb, nb0, K, N);
+            if (V4_WIDE) { rb1 = ldb4(pb1 + k1 * bstep, k1 + kb, nb1, K, N); }
         }
         let abase = cur * 512u;
         let bbase = cur * 512u;
@@ -361,7 +403,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 0u;
             let a0 = As4[abase + k * 32u + ty0];
             let a1 = As4[abase + k * 32u + 16u + ty0];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx0];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -371,7 +413,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx0];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -386,7 +428,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 1u;
             let a0 = As4[abase + k * 32u + ty0];
             let a1 = As4[abase + k * 32u + 16u + ty0];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx0];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -396,7 +438,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx0];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -411,7 +453,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 2u;
             let a0 = As4[abase + k * 32u + ty0];
             let a1 = As4[abase + k * 32u + 16u + ty0];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx0];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -421,7 +463,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx0];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -436,7 +478,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 3u;
             let a0 = As4[abase + k * 32u + ty0];
             let a1 = As4[abase + k * 32u + 16u + ty0];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx0];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -446,7 +488,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx0];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -461,7 +503,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 4u;
             let a0 = As4[abase + k * 32u + ty2];
             let a1 = As4[abase + k * 32u + 16u + ty2];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx2];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -471,7 +513,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx2];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -486,7 +528,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 5u;
             let a0 = As4[abase + k * 32u + ty2];
             let a1 = As4[abase + k * 32u + 16u + ty2];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx2];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -496,7 +538,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx2];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -511,7 +553,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 6u;
             let a0 = As4[abase + k * 32u + ty2];
             let a1 = As4[abase + k * 32u + 16u + ty2];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx2];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -521,7 +563,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx2];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -536,7 +578,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 7u;
             let a0 = As4[abase + k * 32u + ty2];
             let a1 = As4[abase + k * 32u + 16u + ty2];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx2];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -546,7 +588,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx2];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -561,7 +603,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 8u;
             let a0 = As4[abase + k * 32u + ty4];
             let a1 = As4[abase + k * 32u + 16u + ty4];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx4];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -571,7 +613,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx4];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -586,7 +628,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 9u;
             let a0 = As4[abase + k * 32u + ty4];
             let a1 = As4[abase + k * 32u + 16u + ty4];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx4];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -596,7 +638,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx4];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -611,7 +653,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 10u;
             let a0 = As4[abase + k * 32u + ty4];
             let a1 = As4[abase + k * 32u + 16u + ty4];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx4];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -621,7 +663,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx4];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -636,7 +678,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 11u;
             let a0 = As4[abase + k * 32u + ty4];
             let a1 = As4[abase + k * 32u + 16u + ty4];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx4];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -646,7 +688,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx4];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -661,7 +703,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 12u;
             let a0 = As4[abase + k * 32u + ty6];
             let a1 = As4[abase + k * 32u + 16u + ty6];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx6];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -671,7 +713,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx6];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -686,7 +728,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 13u;
             let a0 = As4[abase + k * 32u + ty6];
             let a1 = As4[abase + k * 32u + 16u + ty6];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx6];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -696,7 +738,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx6];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -711,7 +753,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 14u;
             let a0 = As4[abase + k * 32u + ty6];
             let a1 = As4[abase + k * 32u + 16u + ty6];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx6];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -721,7 +763,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx6];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -736,7 +778,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             let k = k4 + 15u;
             let a0 = As4[abase + k * 32u + ty6];
             let a1 = As4[abase + k * 32u + 16u + ty6];
-            let b0 = Bs4[bbase + k * 32u + tx];
+            let b0 = Bs4[bbase + k * 32u + tx6];
             acc[0] = mad4(a0.x, b0, acc[0]);
             acc[1] = mad4(a0.y, b0, acc[1]);
             acc[2] = mad4(a0.z, b0, acc[2]);
@@ -746,7 +788,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
             acc[6] = mad4(a1.z, b0, acc[6]);
             acc[7] = mad4(a1.w, b0, acc[7]);
             if (V4_WIDE) {
-                let b1 = Bs4[bbase + k * 32u + 16u + tx];
+                let b1 = Bs4[bbase + k * 32u + 16u + tx6];
                 acc[8] = mad4(a0.x, b1, acc[8]);
                 acc[9] = mad4(a0.y, b1, acc[9]);
                 acc[10] = mad4(a0.z, b1, acc[10]);
@@ -760,10 +802,7 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
         }
         if (more) {                       // the other buffer: last read before the previous barrier
             let nxt = cur ^ 1u;
-            sta4(nxt * 512u, 4u * kq, ml, ra0);
-            sta4(nxt * 512u, 4u * kq, ml + 64u, ra1);
-            Bs4[nxt * 512u + sb] = rb0;
-            if (V4_WIDE) { Bs4[nxt * 512u + sb + 16u] = rb1; }
+            st_tiles(nxt * 512u, kq, ml, kn, nl, ra0, ra1, rb0, rb1);
             cur = nxt;
         }
         workgroupBarrier();

@@ -616,27 +616,40 @@ def test_gemm_kernel_selection(tiled):
             out, ran = entries(be, a, b)
             assert ran == {want}
             close_gemm(down(be, out), big[r0:, c0:c0 + 64], rb)
-        at, rb2 = rand(16, 132, seed=44), rand(16, 8, seed=45)
-        out, ran = entries(be, be.permute(up(be, at), (1, 0)), up(be, rb2))   # transposed a
-        assert ran == {"matmul.gemm"}
-        close_gemm(down(be, out), at.T, rb2)
+        # transposed views: read as they lie where their columns are vec4-aligned (a transposed
+        # a of 130 rows is not: gemm), b's always are here (K = 16)
+        for m, want in ((132, "matmul.gemm_v4"), (130, "matmul.gemm")):
+            at, bt = rand(16, m, seed=44), rand(12, 16, seed=45)
+            tr = [be.permute(up(be, x), (1, 0)) for x in (at, bt)]
+            for x, y, w in ((tr[0], up(be, bt.T.copy()), want),                 # a
+                            (up(be, at.T.copy()), tr[1], "matmul.gemm_v4"),     # b
+                            (tr[0], tr[1], want)):                              # both
+                out, ran = entries(be, x, y)
+                assert ran == {w}, (m, ran)
+                close_gemm(down(be, out), at.T, bt.T)
     be = tiled["128"]
     assert entries(be, up(be, rand(128, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm_big"}
     assert entries(be, up(be, rand(64, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm"}
 
 
-def test_large_gemm_copies_a_transposed_operand_for_gemm_v4():
-    """A large GEMM with a transposed operand (x @ w.T of a Linear's backward) copies it densely
-    where the adapter runs gemm_v4 at 128 x 128 (v4w), and runs gemm on it elsewhere; same
-    values either way."""
+def test_large_gemm_reads_transposed_operands_in_place():
+    """A large GEMM with a transposed operand (x @ w.T, x.T @ dz of a Linear's backward) runs gemm_v4
+    on the view where the adapter runs it at 128 x 128 (v4w), with no copy; an operand whose
+    columns are not vec4-aligned is copied densely for it; gemm elsewhere. Same values."""
     be = backend(gemm_tile="auto")
-    a, b = rand(512, 512, seed=70), rand(512, 512, seed=71)
-    out, ran = kernels_run(be, lambda: be.matmul(up(be, a), be.permute(up(be, b), (1, 0))))
-    close_gemm(down(be, out), a, b.T)
     v4w = "v4w" in launch_gemm.caps(be.adapter)
-    assert {k for k in ran if k.startswith("matmul.")} == \
-        ({"matmul.gemm_v4"} if v4w else {"matmul.gemm"})
-    small = rand(64, 64, seed=72)                  # small: no copy, gemm on the view
+    a, b, wide = rand(512, 512, seed=70), rand(512, 512, seed=71), rand(512, 514, seed=73)
+    hw = be.slice(up(be, wide), ((0, 512, 1), (0, 512, 1)))          # row stride 514
+    for x, y, ra, rb, copied in (
+            (up(be, a), be.permute(up(be, b), (1, 0)), a, b.T, False),
+            (be.permute(up(be, a), (1, 0)), up(be, b), a.T, b, False),
+            (up(be, a), be.permute(hw, (1, 0)), a, wide[:, :512].T, True)):
+        out, ran = kernels_run(be, lambda: be.matmul(x, y))
+        close_gemm(down(be, out), ra, rb)
+        gemms = {k for k in ran if k.startswith("matmul.")}
+        assert gemms == ({"matmul.gemm_v4"} if v4w else {"matmul.gemm"}), ran
+        assert (len(ran) > 1) is (v4w and copied), ran        # the copy is a kernel of its own
+    small = rand(64, 64, seed=72)                  # small: gemm on the view
     out, ran = kernels_run(be, lambda: be.matmul(up(be, small), be.permute(up(be, small), (1, 0))))
     close_gemm(down(be, out), small, small.T)
     assert {k for k in ran if k.startswith("matmul.")} == {"matmul.gemm"}

@@ -244,7 +244,13 @@ def test_gemm_k_blocks_and_selection():
     assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", WIDE)[0] == "gemm_v4"
     assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "auto", NONE)[0] == "gemm"
     assert sel(512, 512, 64, 64, 1, 512, 1, [1, 0], "v4", WIDE)[0] == "gemm"      # misaligned
-    assert sel(512, 512, 64, 1, 512, 512, 1, [0, 0], "v4", WIDE)[0] == "gemm"     # a transposed
+    # transposed operands: gemm_v4 reads them as they lie where their columns are vec4-aligned
+    for args, lanes in (((1, 512, 512, 1), (1, 0)), ((64, 1, 1, 64), (0, 1)), ((1, 512, 1, 64), (1, 1))):
+        entry, _, _, consts = sel(512, 512, 64, *args, [0, 0], "v4", WIDE)
+        assert (entry, consts["A_MLANES"], consts["B_KLANES"]) == ("gemm_v4",) + lanes, args
+    assert sel(512, 512, 64, 1, 514, 512, 1, [0, 0], "v4", WIDE)[0] == "gemm"     # a's column stride
+    assert sel(510, 512, 64, 1, 512, 512, 1, [0, 0], "v4", WIDE)[0] == "gemm"     # M % 4
+    assert sel(512, 512, 64, 64, 1, 512, 1, [0, 0], "v4", WIDE)[3]["A_MLANES"] == 0
     assert sel(64, 512, 64, 64, 1, 512, 1, [0], "128", WIDE)[0] == "gemm"
     entry, tm, tn, consts = sel(256, 256, 32, 32, 1, 256, 1, [0], "128", WIDE)
     assert (entry, tm, tn, consts["CHECK"]) == ("gemm_big", 128, 128, 0)

@@ -4,7 +4,8 @@ Entries (all with the fused bias + activation epilogue, strided operands, broadc
   gemm      64 x 64 output tile, 4 x 4 per invocation            (GEMM tile "64")
   gemm_big  128 x 128 tile, 8 x 8 per invocation, M, N >= 128    (GEMM tile "128")
   gemm_v4   vec4 loads, double-buffered, 128 x 64 (8 x 4) or with V4_WIDE 128 x 128 (8 x 8);
-            only for vec4-aligned row-major operands, else gemm  (GEMM tiles "v4", "v4w")
+            only for operands row- or column-major with vec4-aligned rows / columns (a
+            transposed view is read as it lies), else gemm      (GEMM tiles "v4", "v4w")
   gemm_sg   (matmul_sg.wgsl) subgroup shuffles transpose a's fragments, 128 x 128 (8 x 8), vec4
             loads, double-buffered, k loop unrolled 4x; needs the adapter feature "subgroup" and 32 KiB of
             workgroup memory (SG_WG_BYTES), else the tile falls back to v4w / v4     (GEMM tile "sg")
@@ -37,20 +38,30 @@ ACT_AFTER_MIN = 1 << 22
 EPILOGUE_ACTS = frozenset({"none", "relu", "leaky_relu", "hardswish"})
 
 
-# A transposed operand (the Linear's backward: dz @ w.T, x.T @ dz) keeps a GEMM off gemm_v4, which
-# reads row-major operands only; for GEMMs of at least this many multiply-adds a dense copy of it
-# (one pass over the operand) costs less than the slower entry (docs/benchmarks.md)
+# An operand that is neither row- nor column-major with vec4-aligned rows / columns keeps a GEMM
+# off gemm_v4; for GEMMs of at least this many multiply-adds a dense copy of it (one pass over the
+# operand) costs less than the slower entry (docs/benchmarks.md)
 DENSE_COPY_MIN_MACS = 1 << 27
 
 
+def vec4_layout(rows, cols, s_row, s_col):
+    """"row" / "col" where a rows x cols operand with these strides can be read a vec4 at a time
+    along its rows / columns (unit stride there, the other stride and extent multiples of 4)."""
+    if s_col == 1 and cols % 4 == 0 and s_row % 4 == 0:
+        return "row"
+    if s_row == 1 and rows % 4 == 0 and s_col % 4 == 0:
+        return "col"
+    return None
+
+
 def dense_operands(copy, a, b, N, tile, caps):
-    """(a, b) with each operand that is not row-major copied densely (by `copy`) where that lets
-    the vec4 entry gemm_v4 (v4w) run a GEMM of at least DENSE_COPY_MIN_MACS multiply-adds."""
+    """(a, b) with each operand that gemm_v4 (v4w) cannot read a vec4 at a time copied densely (by
+    `copy`) where that lets it run a GEMM of at least DENSE_COPY_MIN_MACS multiply-adds."""
     M, K_ = a.shape[-2], a.shape[-1]
     if not ("v4w" in caps and str(tile) in ("auto", "v4w") and M >= 256 and N >= 256
             and K_ % 4 == 0 and N % 4 == 0 and M * N * K_ >= DENSE_COPY_MIN_MACS):
         return a, b
-    return (a if a.strides[-1] == 1 else copy(a)), (b if b.strides[-1] == 1 else copy(b))
+    return tuple(x if vec4_layout(*x.shape[-2:], *x.strides[-2:]) else copy(x) for x in (a, b))
 
 
 def k_block(budget):
@@ -86,25 +97,20 @@ def select(M, N, K_, sam, sak, sbk, sbn, vec4_words, tile, caps):
         gt = "v4w" if "v4w" in caps and M >= 256 and N >= 256 else "64"
     if gt == "sg" and "sg" not in caps:
         gt = "v4w"
-    words4 = all(x % 4 == 0 for x in vec4_words)
-    if gt == "sg" and words4:
-        # each operand row- or column-major with vec4-aligned rows / columns
-        a_row = sak == 1 and K_ % 4 == 0 and sam % 4 == 0
-        a_col = sam == 1 and M % 4 == 0 and sak % 4 == 0
-        b_row = sbn == 1 and N % 4 == 0 and sbk % 4 == 0
-        b_col = sbk == 1 and K_ % 4 == 0 and sbn % 4 == 0
-        if (a_row or a_col) and (b_row or b_col):
-            return "gemm_sg", 128, 128, {
-                "CHECK": int(M % 128 != 0 or N % 128 != 0 or K_ % 16 != 0),
-                "A_MLANES": int(not a_row), "B_KLANES": int(not b_row)}
-    v4 = gt in ("v4", "v4w") and sak == 1 and sbn == 1 and K_ % 4 == 0 and N % 4 == 0 and \
-        sam % 4 == 0 and sbk % 4 == 0 and words4
+    # each operand row- or column-major with vec4-aligned rows / columns (the vec4 entries)
+    a_lay, b_lay = vec4_layout(M, K_, sam, sak), vec4_layout(K_, N, sbk, sbn)
+    vec4 = a_lay is not None and b_lay is not None and all(x % 4 == 0 for x in vec4_words)
+    lanes = {"A_MLANES": int(a_lay == "col"), "B_KLANES": int(b_lay == "col")}
+    if gt == "sg" and vec4:
+        return "gemm_sg", 128, 128, {
+            "CHECK": int(M % 128 != 0 or N % 128 != 0 or K_ % 16 != 0), **lanes}
+    v4 = gt in ("v4", "v4w") and vec4 and K_ % 4 == 0 and N % 4 == 0
     big = M >= 128 and N >= 128 and gt == "128"
     wide = v4 and gt == "v4w"
     tm, tn = (128, 128 if wide else 64) if v4 else ((128, 128) if big else (64, 64))
     consts = {"CHECK": int(M % tm != 0 or N % tn != 0 or K_ % 16 != 0)}
     if v4:
-        consts["V4_WIDE"] = int(wide)
+        consts.update(V4_WIDE=int(wide), **lanes)
         return "gemm_v4", tm, tn, consts
     consts["A_MLANES"] = int(sam == 1 and sak != 1)
     consts["B_KLANES"] = int(sbk == 1 and sbn != 1)
