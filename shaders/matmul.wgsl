@@ -8,7 +8,7 @@
 // from workgroup memory); K advances 16 at a time through workgroup memory (rows padded against
 // bank conflicts) while the next K-slice is prefetched into registers (a K-slice of 32 is slower:
 // twice the workgroup memory, fewer resident workgroups). Entry `gemm_big`: 128 x 128 tiles,
-// 8 x 8 per invocation. Entry `gemm_v4` (vec4-aligned row-major operands only): vec4 global
+// 8 x 8 per invocation. Entry `gemm_v4` (row- or column-major operands with vec4-aligned strides): vec4 global
 // loads, double-buffered workgroup tiles, 128 x 64 (8 x 4 per invocation) or, with V4_WIDE,
 // 128 x 128 (8 x 8); see below. Their speeds: docs/benchmarks.md.
 //
@@ -266,9 +266,10 @@ fn gemm_big(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 // loads from workgroup memory; V4_WIDE: 128 x 128 tiles, 8 x 8 per invocation (columns also
 // 64+4tx..), 64 multiply-adds per 4 vec4 loads. Double-buffered K-slices of 16: one barrier per
 // K-step, the next slice is fetched into registers while the current one is multiplied; the
-// 16 k of a slice are unrolled by hand (the driver does not unroll Naga's bounded loop). With
-// K % 4 == 0 and N % 4 == 0 a vec4 lies wholly inside or outside the matrix, so CHECK tests
-// m < M, k < K and n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
+// 16 k of a slice are unrolled by hand (the driver does not unroll Naga's bounded loop). A vec4
+// runs along k or n (and along m with A_MLANES), and the launcher requires K, N (and M) to be
+// multiples of 4: it lies wholly inside or outside the matrix, so CHECK tests m < M, k < K and
+// n < N once per vec4. Grid: (ceil(N/64 or 128), ceil(M/128), batches).
 // 2 buffers x 16 k x 32 vec4 of m, the vec4 slot of rows 4j..4j+3 in k row k at j ^ (2 (k / 4)):
 // the XOR spreads a warp's transposing scalar stores over all banks (as padding rows to 33 vec4
 // would, which needs 33 KiB where browsers and lavapipe grant 32)
@@ -347,9 +348,10 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let col0 = wid.x * select(64u, 128u, V4_WIDE);
     let tx = lid3.x;
     let ty = lid3.y;
-    // loaders of a row-major operand: rows (a) / columns (b, B_KLANES) ml and ml + 64, k quad
-    // 4*kq (4 lanes read 64 contiguous bytes); of a k-row-major one: k row kn (b; a with
-    // A_MLANES), quads nl and nl + 16 of its 128 (64) columns (16 lanes read 256 contiguous bytes)
+    // loaders: an operand with stride 1 along k (a row-major a; b with B_KLANES) is read at rows
+    // (a) / columns (b) ml and ml + 64 (b: + 64 only when V4_WIDE), k quad 4*kq (4 lanes read 64
+    // contiguous bytes); one with stride 1 along m / n (a with A_MLANES; a row-major b) at k row
+    // kn, column quads nl and nl + 16 (b: + 16 only when V4_WIDE; 16 lanes read 256 bytes)
     let kq = li & 3u;
     let ml = li >> 2u;
     let nl = li & 15u;

@@ -595,8 +595,9 @@ def test_matmul_every_kernel(tiled, shapes):
 
 
 def test_gemm_kernel_selection(tiled):
-    """gemm_v4 (tiles v4 and v4w) on vec4-aligned row-major operands (batched, offset views, with
-    and without bounds checks), gemm for the others; gemm_big (tile 128) from 128 x 128 up."""
+    """gemm_v4 (tiles v4 and v4w) on row- or column-major operands with vec4-aligned strides
+    (batched, offset views, transposed views over several K-slices, with and without bounds
+    checks), gemm for the others; gemm_big (tile 128) from 128 x 128 up."""
     def entries(be, x, y):
         out, ran = kernels_run(be, lambda: be.matmul(x, y))
         return out, set(k for k in ran if k.startswith("matmul."))
@@ -616,17 +617,19 @@ def test_gemm_kernel_selection(tiled):
             out, ran = entries(be, a, b)
             assert ran == {want}
             close_gemm(down(be, out), big[r0:, c0:c0 + 64], rb)
-        # transposed views: read as they lie where their columns are vec4-aligned (a transposed
-        # a of 130 rows is not: gemm), b's always are here (K = 16)
+        # transposed views (batched; K = 36: three K-slices, the last partial): read as they lie
+        # where their columns are vec4-aligned (a transposed a of 130 rows is not: gemm), b's
+        # always are here (K = 36)
         for m, want in ((132, "matmul.gemm_v4"), (130, "matmul.gemm")):
-            at, bt = rand(16, m, seed=44), rand(12, 16, seed=45)
-            tr = [be.permute(up(be, x), (1, 0)) for x in (at, bt)]
-            for x, y, w in ((tr[0], up(be, bt.T.copy()), want),                 # a
-                            (up(be, at.T.copy()), tr[1], "matmul.gemm_v4"),     # b
-                            (tr[0], tr[1], want)):                              # both
+            at, bt = rand(2, 36, m, seed=44), rand(2, 12, 36, seed=45)
+            tr = [be.permute(up(be, x), (0, 2, 1)) for x in (at, bt)]
+            dense = [up(be, np.ascontiguousarray(x.transpose(0, 2, 1))) for x in (at, bt)]
+            for x, y, w in ((tr[0], dense[1], want),                 # a
+                            (dense[0], tr[1], "matmul.gemm_v4"),     # b
+                            (tr[0], tr[1], want)):                   # both
                 out, ran = entries(be, x, y)
                 assert ran == {w}, (m, ran)
-                close_gemm(down(be, out), at.T, bt.T)
+                close_gemm(down(be, out), at.transpose(0, 2, 1), bt.transpose(0, 2, 1))
     be = tiled["128"]
     assert entries(be, up(be, rand(128, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm_big"}
     assert entries(be, up(be, rand(64, 8)), up(be, rand(8, 128)))[1] == {"matmul.gemm"}
@@ -635,15 +638,18 @@ def test_gemm_kernel_selection(tiled):
 def test_large_gemm_reads_transposed_operands_in_place():
     """A large GEMM with a transposed operand (x @ w.T, x.T @ dz of a Linear's backward) runs gemm_v4
     on the view where the adapter runs it at 128 x 128 (v4w), with no copy; an operand whose
-    columns are not vec4-aligned is copied densely for it; gemm elsewhere. Same values."""
+    columns or offset are not vec4-aligned is copied densely for it; gemm elsewhere. Same values."""
     be = backend(gemm_tile="auto")
     v4w = "v4w" in launch_gemm.caps(be.adapter)
     a, b, wide = rand(512, 512, seed=70), rand(512, 512, seed=71), rand(512, 514, seed=73)
     hw = be.slice(up(be, wide), ((0, 512, 1), (0, 512, 1)))          # row stride 514
+    wide4 = rand(512, 516, seed=74)
+    ho = be.slice(up(be, wide4), ((0, 512, 1), (2, 514, 1)))         # element offset 2
     for x, y, ra, rb, copied in (
             (up(be, a), be.permute(up(be, b), (1, 0)), a, b.T, False),
             (be.permute(up(be, a), (1, 0)), up(be, b), a.T, b, False),
-            (up(be, a), be.permute(hw, (1, 0)), a, wide[:, :512].T, True)):
+            (up(be, a), be.permute(hw, (1, 0)), a, wide[:, :512].T, True),
+            (be.permute(ho, (1, 0)), up(be, b), wide4[:, 2:514].T, b, True)):
         out, ran = kernels_run(be, lambda: be.matmul(x, y))
         close_gemm(down(be, out), ra, rb)
         gemms = {k for k in ran if k.startswith("matmul.")}

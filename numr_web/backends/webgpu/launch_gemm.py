@@ -61,7 +61,8 @@ def dense_operands(copy, a, b, N, tile, caps):
     if not ("v4w" in caps and str(tile) in ("auto", "v4w") and M >= 256 and N >= 256
             and K_ % 4 == 0 and N % 4 == 0 and M * N * K_ >= DENSE_COPY_MIN_MACS):
         return a, b
-    return tuple(x if vec4_layout(*x.shape[-2:], *x.strides[-2:]) else copy(x) for x in (a, b))
+    return tuple(x if vec4_layout(*x.shape[-2:], *x.strides[-2:]) and x.offset % 4 == 0
+                 and all(s % 4 == 0 for s in x.strides[:-2]) else copy(x) for x in (a, b))
 
 
 def k_block(budget):
