@@ -290,27 +290,20 @@ fn ldb4(p: u32, k: u32, n: u32, K: u32, N: u32) -> vec4<C> {
 // base: g ^ 2 (k / 4), the swizzle the reads in gemm_v4 undo (ty0..ty6, tx0..tx6)
 fn slot4(base: u32, k: u32, g: u32) -> u32 { return base + k * 32u + (g ^ ((k >> 2u) << 1u)); }
 
-// k-major tile store of a fragment v = x[r, k..k+3] of a row of a (or a column of b) at tile row
-// r: four scalar stores, one per k row (k a multiple of 4: the four share the swizzle)
-fn sta4(base: u32, k: u32, r: u32, v: vec4<C>) {
+// k-major tile store of a fragment v = x[r, k..k+3] of a row of a (to_b: a column of b) at tile
+// row r: four scalar stores, one per k row (k a multiple of 4: the four share the swizzle)
+fn st_transposed(to_b: bool, base: u32, k: u32, r: u32, v: vec4<C>) {
     let i = slot4(base, k, r >> 2u);
     let c = r & 3u;
-    As4[i][c] = v.x;
-    As4[i + 32u][c] = v.y;
-    As4[i + 64u][c] = v.z;
-    As4[i + 96u][c] = v.w;
-}
-fn stb4(base: u32, k: u32, r: u32, v: vec4<C>) {
-    let i = slot4(base, k, r >> 2u);
-    let c = r & 3u;
-    Bs4[i][c] = v.x;
-    Bs4[i + 32u][c] = v.y;
-    Bs4[i + 64u][c] = v.z;
-    Bs4[i + 96u][c] = v.w;
+    if (to_b) {
+        Bs4[i][c] = v.x; Bs4[i + 32u][c] = v.y; Bs4[i + 64u][c] = v.z; Bs4[i + 96u][c] = v.w;
+    } else {
+        As4[i][c] = v.x; As4[i + 32u][c] = v.y; As4[i + 64u][c] = v.z; As4[i + 96u][c] = v.w;
+    }
 }
 
 // One K-slice of registers into tile buffer `base`: a row-major a (rows ml, ml + 64 at k 4 kq) is
-// transposed by sta4, an A_MLANES one (k row kn, m quads nl, nl + 16) stored as it is read; b
+// transposed by st_transposed, an A_MLANES one (k row kn, m quads nl, nl + 16) stored as it is read; b
 // likewise (B_KLANES: columns ml, ml + 64 transposed; else k row kn, n quads nl, nl + 16)
 fn st_tiles(base: u32, kq: u32, ml: u32, kn: u32, nl: u32, ra0: vec4<C>, ra1: vec4<C>,
             rb0: vec4<C>, rb1: vec4<C>) {
@@ -318,12 +311,12 @@ fn st_tiles(base: u32, kq: u32, ml: u32, kn: u32, nl: u32, ra0: vec4<C>, ra1: ve
         As4[slot4(base, kn, nl)] = ra0;
         As4[slot4(base, kn, nl + 16u)] = ra1;
     } else {
-        sta4(base, 4u * kq, ml, ra0);
-        sta4(base, 4u * kq, ml + 64u, ra1);
+        st_transposed(false, base, 4u * kq, ml, ra0);
+        st_transposed(false, base, 4u * kq, ml + 64u, ra1);
     }
     if (B_KLANES) {
-        stb4(base, 4u * kq, ml, rb0);
-        if (V4_WIDE) { stb4(base, 4u * kq, ml + 64u, rb1); }
+        st_transposed(true, base, 4u * kq, ml, rb0);
+        if (V4_WIDE) { st_transposed(true, base, 4u * kq, ml + 64u, rb1); }
     } else {
         Bs4[base + kn * 32u + nl] = rb0;
         if (V4_WIDE) { Bs4[base + kn * 32u + nl + 16u] = rb1; }
