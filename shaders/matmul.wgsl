@@ -355,11 +355,13 @@ fn gemm_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let nb0 = col0 + select(4u * nl, ml, B_KLANES);   // and of its b vec4s
     let kb = select(kn, 4u * kq, B_KLANES);
     let nb1 = nb0 + 64u;
-    let pa0 = oa + select(ma0 * sam + ka, ka * sak + ma0, A_MLANES);
-    let pa1 = pa0 + 64u * select(sam, 1u, A_MLANES);
-    let pb0 = ob + select(kb * sbk + nb0, nb0 * sbn + kb, B_KLANES);
-    let pb1 = pb0 + 64u * select(1u, sbn, B_KLANES);
-    let astep = select(1u, sak, A_MLANES);          // element step of a / b along k
+    let pa0 = oa + ma0 * sam + ka * sak;
+    let pa1 = pa0 + 64u * sam;
+    let pb0 = ob + kb * sbk + nb0 * sbn;
+    let pb1 = pb0 + 64u * sbn;
+    // the prefetch's step along k: sak / sbk, spelled as the constant 1 where the layout makes
+    // it 1 (a row-major a, a B_KLANES b), so that the driver folds the multiply away
+    let astep = select(1u, sak, A_MLANES);
     let bstep = select(sbk, 1u, B_KLANES);
 
     var acc: array<vec4<C>, 16>;          // zero-initialised; constant indices only (registers)
