@@ -469,20 +469,19 @@ class CudaBackend(ArrayBackend):
     def scatter_add(self, shape, axis, index, src):
         xp = self.xp
         ct = self._ct.get(src.dtype.char)
-        total = 1
-        for d in shape:
-            total *= d
+        total = math.prod(shape)
         m = index.size
-        if ct is None or m == 0 or total * m >= 2 ** 62:
+        if ct is None or m == 0 or total == 0 or total * m >= 2 ** 62:
             return super().scatter_add(shape, axis, index, src)
         src = self._contig(src[tuple(slice(0, k) for k in index.shape)])
-        # flat target of every source element, then sort (target, source position): the order
-        # of each sum is the source order, whatever the sort's stability
+        # flat target of every source element (an index out of range, reported at the next sync,
+        # wraps as CuPy's indexing does: no write leaves out), then sort (target, source
+        # position): the order of each sum is the source order, whatever the sort's stability
         lin = xp.zeros(index.shape, dtype=xp.int64)
         stride = 1
         for d in range(len(shape) - 1, -1, -1):
             if d == axis:
-                idx = index.astype(xp.int64)
+                idx = index.astype(xp.int64) % shape[d]
             else:
                 sh = [1] * index.ndim
                 sh[d] = index.shape[d]
