@@ -11,10 +11,9 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 """
 from __future__ import annotations
 
-import contextvars
-
 from ..errors import ShapeError
 from ..host import HostArray, buffer_values
+from .checks import Check, PendingChecks, call_site, failed_checks, stack_flags
 
 
 class Backend:
@@ -44,54 +43,47 @@ class Backend:
         """Whether `obj` (a foreign array) can become a handle of this backend as it is."""
         return False
 
-    # -- checks on values, without a readback --------------------------------------------------------
-    # Pending checks (message -> 0-d bool handle, true: the check failed) are kept per async task
-    # (a ContextVar holding an immutable snapshot): a check queued by one coroutine is raised at
-    # that coroutine's next readback, never in another's, and a task switch inside `binary`
-    # (a first-use kernel compile under JSPI) cannot lose or clear another task's checks.
+    # -- checks on values, without a readback (numr_web/backends/checks.py) ---------------------------
     def _pending(self):
-        var = self.__dict__.get("_checks_var")
-        if var is None:
-            var = self.__dict__["_checks_var"] = contextvars.ContextVar(
-                f"numr_checks_{type(self).__name__}_{id(self)}", default=None)
-        return var
+        pending = self.__dict__.get("_checks")
+        if pending is None:
+            pending = self.__dict__["_checks"] = PendingChecks(
+                f"numr_checks_{type(self).__name__}_{id(self)}")
+        return pending
 
-    def check_later(self, flag, message):
-        """Report ShapeError(message) (or message.error(message) for a CheckMessage) if the 0-d bool handle `flag` is true: at the next readback
-        (a GPU backend must not wait for the device here), like CUDA's device-side asserts."""
-        if flag is None:
-            return
-        var = self._pending()
-        prev = (var.get() or {}).get(message)
-        combined = flag if prev is None else self.binary("maximum", prev, flag)
-        checks = dict(var.get() or {})       # re-read: binary() may have let other work run
-        checks[message] = combined
-        var.set(checks)
-
-    def _take_checks(self):
-        var = self._pending()
-        checks = var.get()
-        var.set(None)
-        return checks or {}
+    def check_later(self, flag, op, text, error=ShapeError):
+        """Raise error(text), naming `op` and the user's call, if the 0-d bool handle `flag` is
+        true: at this thread's / task's next readback (a GPU backend must not wait for the device
+        here), like CUDA's device-side asserts. flag None: nothing to check."""
+        if flag is not None:
+            self._pending().queue(self, Check(op, text, error, call_site()), flag)
 
     def take_checks(self):
         """Remove and return this task's pending checks (step capture sets them aside)."""
-        return self._take_checks()
+        return self._pending().take()
 
     def put_checks(self, checks):
         """Make `checks` (from take_checks) this task's pending checks again."""
-        self._pending().set(dict(checks) if checks else None)
+        self._pending().set(checks)
+
+    def requeue_checks(self, checks):
+        """Queue copies of the flags of `checks` (from take_checks: a captured step's, which each
+        replay rewrites), naming the calls recorded with them."""
+        for check, flag in checks.items():
+            self._pending().queue(self, check, self.copy(flag))
 
     def raise_failed_checks(self):
-        """Called by every synchronous readback before it reads."""
-        for message, flag in self._take_checks().items():
-            if self.to_bytes_unchecked(flag) != b"\x00":
-                raise getattr(message, "error", ShapeError)(message)
+        """Called by every synchronous readback before it reads: one readback of the flags."""
+        checks = self.take_checks()
+        if checks:
+            flags = stack_flags(self, list(checks.values()))
+            _raise_failed(failed_checks(checks, self.to_bytes_unchecked(flags)))
 
     async def raise_failed_checks_async(self):
-        for message, flag in self._take_checks().items():
-            if await self.read_bytes_unchecked_async(flag) != b"\x00":
-                raise getattr(message, "error", ShapeError)(message)
+        checks = self.take_checks()
+        if checks:
+            flags = stack_flags(self, list(checks.values()))
+            _raise_failed(failed_checks(checks, await self.read_bytes_unchecked_async(flags)))
 
     def to_bytes_unchecked(self, h) -> bytes:
         return self.to_bytes(h)
@@ -271,6 +263,11 @@ class Backend:
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h
+
+
+def _raise_failed(failed):
+    if failed:
+        raise failed[0].deferred(failed[1:])
 
 
 def _bytes_to_list(data, dtype, shape):
