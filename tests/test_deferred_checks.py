@@ -2,6 +2,7 @@
 and webgpu at the next sync (a readback) in the same thread or asyncio task, once, and the error
 names the op and the user's line that called it (numr_web/backends/checks.py)."""
 import asyncio
+import contextvars
 import os
 import re
 import sys
@@ -229,6 +230,29 @@ def test_a_new_task_does_not_inherit_pending_checks(gpu):
     with pytest.raises(nr.ShapeError) as e:              # still this thread's, raised here
         _sync_unrelated(gpu)
     assert e.value.call_site == (HERE, line)
+
+
+def test_tasks_sharing_one_context_share_their_checks(gpu):
+    """A notebook kernel runs each cell as a task in one shared context: a bad label in one cell
+    is raised by the readback in the next."""
+    ctx = contextvars.copy_context()
+    lines = {}
+
+    async def cell_1():
+        nr.cross_entropy(nr.zeros((1, 3), device=gpu), T([3], gpu)); lines["bad"] = sys._getframe().f_lineno
+
+    async def cell_2():
+        return _sync_unrelated(gpu)
+
+    async def kernel():
+        loop = asyncio.get_running_loop()
+        await loop.create_task(cell_1(), context=ctx)
+        with pytest.raises(nr.ShapeError) as e:
+            await loop.create_task(cell_2(), context=ctx)
+        assert e.value.call_site == (HERE, lines["bad"])
+        return await loop.create_task(cell_2(), context=ctx)        # raised once
+
+    assert asyncio.run(kernel()) == [[2.0, 2.0], [2.0, 2.0]]
 
 
 def test_a_thread_does_not_see_another_threads_checks(gpu):

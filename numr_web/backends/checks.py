@@ -14,19 +14,18 @@ was queued (a file name and a line number, no traceback):
     cross_entropy (train.py:41): targets must be in [0, 3) or equal ignore_index=-100 for 3
     classes; some are not; found at the next sync
 
-Pending checks belong to the thread or asyncio task that queued them (a ContextVar whose value is
-an immutable snapshot tagged with its owner): the next sync in that thread or task raises them,
-once; a task never sees another's, not even the ones it inherits with its parent's context when it
-is created. All the pending flags are read in one readback at the sync (one small gather of the
-flags when there are several). The same check queued again before a sync (an op called in a loop)
-keeps one flag, the maximum of the two.
+Pending checks belong to the thread or asyncio task that queued them — to its contextvars
+Context: the next sync in that thread or task raises them, once; a task never sees another's,
+not even the ones pending in its parent's context when it was created (tasks that share one
+Context, as a notebook kernel's cells do, share them). All the pending flags are read in one
+readback at the sync (one small gather of the flags when there are several). The same check
+queued again before a sync (an op called in a loop) keeps one flag, the maximum of the two.
 """
 from __future__ import annotations
 
 import contextvars
 import os
 import sys
-import threading
 from typing import NamedTuple
 
 from ..errors import ShapeError
@@ -82,36 +81,51 @@ def _short_path(path):
     return path[len(cwd):] if path.startswith(cwd) else path
 
 
-def _owner():
-    """The asyncio task running now, else the thread."""
-    aio = sys.modules.get("asyncio")        # not imported: no task can be running
-    if aio is not None:
-        try:
-            task = aio.current_task()
-        except RuntimeError:                # no event loop running in this thread
-            task = None
-        if task is not None:
-            return task
-    return threading.get_ident()
+class _State:
+    """One context's pending checks, and the token of the ContextVar.set that stored it here."""
+    __slots__ = ("checks", "token")
 
 
 class PendingChecks:
-    """The pending checks of one backend, per thread / asyncio task: {Check: flag handle}, in the
-    order they were first queued."""
+    """The pending checks of one backend in each context (a thread's, an asyncio task's):
+    {Check: flag handle}, in the order they were first queued. A context copied from another (a
+    new task, asyncio.to_thread) starts with none; tasks that share one context (a notebook
+    kernel runs its cells so) share them."""
 
     def __init__(self, name):
         self._var = contextvars.ContextVar(name, default=None)
 
-    def get(self):
+    def _here(self):
+        """This context's state, or None: none yet, or the state of the context this one was
+        copied from (its token resets only in the context that set it)."""
         state = self._var.get()
-        return state[1] if state is not None and state[0] == _owner() else {}
+        if state is None:
+            return None
+        try:
+            self._var.reset(state.token)
+        except ValueError:                   # set in another context
+            return None
+        state.token = self._var.set(state)
+        return state
+
+    def get(self):
+        state = self._here()
+        return state.checks if state is not None else {}
 
     def set(self, checks):
-        self._var.set((_owner(), dict(checks)) if checks else None)
+        self._store(dict(checks) if checks else {})
+
+    def _store(self, checks):
+        state = self._here()
+        if state is None:
+            state = _State()
+            state.token = self._var.set(state)
+        state.checks = checks                # replaced, never changed in place
 
     def take(self):
         checks = self.get()
-        self._var.set(None)
+        if checks:
+            self._store({})
         return checks
 
     def queue(self, backend, check, flag):
@@ -125,7 +139,7 @@ class PendingChecks:
             if current.get(check) is prev:
                 current = dict(current)
                 current[check] = new
-                self.set(current)
+                self._store(current)
                 return
 
 
