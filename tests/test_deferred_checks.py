@@ -131,6 +131,7 @@ def test_the_device_is_intact_after_an_out_of_range_index(gpu):
     out = nr.embedding(T([5, 1000, -9, 2], gpu), w)      # forward reads, backward scatters
     out.sum().backward()
     nr.scatter_add(nr.zeros(3, device=gpu), 0, T([2 ** 30, -2 ** 30], gpu), nr.ones(2, device=gpu))
+    nr.scatter_add(T([0, 0, 0], gpu), 0, T([7, -1], gpu), T([1, 1], gpu))   # int32: another path
     with pytest.raises(nr.IndexOutOfRangeError, match="embedding"):
         w.grad.tolist()
     np.testing.assert_array_equal(w.detach().numpy(), w0)
@@ -138,6 +139,18 @@ def test_the_device_is_intact_after_an_out_of_range_index(gpu):
     w.grad = None
     nr.embedding(T([5, 5, 0], gpu), w).sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), [[1, 1], [0, 0], [0, 0], [0, 0], [0, 0], [2, 2]])
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_add"])
+def test_an_index_into_an_empty_dim(device, op):
+    """Every index into a dim of size 0 is out of range; there is nothing to read or write."""
+    x = nr.zeros((2, 0), device=device)
+    call = {"gather": lambda: nr.gather(x, 1, T([[0], [1]], device)),
+            "scatter_add": lambda: nr.scatter_add(x, 1, T([[0], [0]], device),
+                                                  nr.ones((2, 1), device=device))}[op]
+    with pytest.raises(nr.IndexOutOfRangeError, match=rf"{op}.*dimension of size 0"):
+        call().tolist()
+    assert _sync_unrelated(device) == [[2.0, 2.0], [2.0, 2.0]]
 
 
 def test_several_failed_checks_are_raised_together_naming_each(gpu):

@@ -39,9 +39,10 @@ def _check_range(index, n, what, negative_ok=False):
     lo = -n if negative_ok else 0
     if index.size:
         bad = ((index < lo) | (index >= n)).max()
+        valid = f"valid: {lo}..{n - 1}" if n else "no index is valid"
         index._backend.check_later(
-            bad._data, what, f"an index is out of range for a dimension of size {n} (valid: "
-            f"{lo}..{n - 1})", IndexOutOfRangeError)
+            bad._data, what, f"an index is out of range for a dimension of size {n} ({valid})",
+            IndexOutOfRangeError)
 
 
 def gather(x, dim, index):
