@@ -103,7 +103,8 @@ class PendingChecks:
             return None
         try:
             self._var.reset(state.token)
-        except ValueError:                   # set in another context
+        except ValueError:                   # set in the context this one was copied from:
+            self._var.set(None)              # not this one's; drop it (and its flags) here
             return None
         state.token = self._var.set(state)
         return state
