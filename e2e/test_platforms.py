@@ -205,7 +205,9 @@ def test_embedding_example(app):
     src = ROOT / "web" / "public" / "embed.html"
     assert len(src.read_text().splitlines()) <= 30
     app.goto("embed.html", wait_ready=False)
+    # an icon of its own: browsers do not ask the server for /favicon.ico (a 404 in the console)
+    assert app.page.locator('link[rel="icon"]').count() == 1
     app.page.wait_for_function("() => window.embedResult !== undefined", timeout=120_000)
     text = app.page.evaluate("() => window.embedResult")
-    assert text.startswith("y = [[") and "dy/dx = [[" in text, text
+    assert text.startswith("y = [[") and "dy/dx = [[" in text and text.endswith("on webgpu"), text
     app.assert_clean()
