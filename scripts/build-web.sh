@@ -21,7 +21,11 @@ step() { printf '\n== build-web: %s\n' "$*" >&2; }
 die() { echo "build-web: $*" >&2; exit 1; }
 
 # 1. node dependencies ------------------------------------------------------------------------------
-command -v npm >/dev/null || die "npm (Node >= 20.19) is required"
+command -v npm >/dev/null || die "npm and Node ^20.19 or >= 22.12 are required (Vite 8's range)"
+NODE_V=$(node -p 'process.versions.node' 2>/dev/null || echo 0.0.0)
+node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+         process.exit((a === 20 && b >= 19) || (a === 22 && b >= 12) || a >= 23 ? 0 : 1)' 2>/dev/null \
+  || die "Node $NODE_V is too old: Vite 8 needs Node ^20.19 or >= 22.12"
 $PY -c "import build" 2>/dev/null || die "the Python package 'build' is missing: $PY -m pip install build"
 STAMP=node_modules/.numr-lock-sha
 LOCK_SHA=$(sha256sum package-lock.json | cut -d' ' -f1)
