@@ -198,6 +198,13 @@ $('controls').addEventListener('submit', (e) => { e.preventDefault(); run(); });
 $('stop').addEventListener('click', stop);
 for (const id of ['m', 'k', 'n', 'acts', 'warmup', 'reps']) $(id).addEventListener('input', () => fieldError(id, ''));
 ready.then(async (c) => {
+  if (c.info.device !== 'webgpu') {          // the cpu fallback: nothing to compare with TF.js's WebGPU
+    const st = $('bench-status');
+    st.dataset.state = 'skipped';
+    st.textContent = `skipped: no WebGPU (this page compares WebGPU backends; numr_web runs on ${c.info.device} here)`;
+    window.benchResult = { skipped: 'no WebGPU', rows: [] };
+    return;
+  }
   await Promise.all([c.runPython(benchPy), initTf()]);
   client = c;
   $('run').disabled = false;

@@ -59,7 +59,8 @@ function fieldError(id, msg) {
 }
 /** -> the settings, or null after putting a message next to every bad field. */
 function readSettings() {
-  const cfg = { model: $('model').value, activation: $('activation').value, optimizer: $('optimizer').value, device: 'webgpu' };
+  const cfg = { model: $('model').value, activation: $('activation').value, optimizer: $('optimizer').value,
+    device: client ? client.info.device : 'webgpu' };
   let ok = true, first = null;
   for (const [id, f] of Object.entries(FIELDS)) {
     if ((f.cnnOnly && !isCNN()) || (isCNN() && id === 'layers')) { fieldError(id, ''); continue; }
@@ -101,7 +102,7 @@ function onEvent(d) {
     $('train-progress').removeAttribute('value');          // indeterminate until step 1
     const t0 = performance.now();
     const tick = () => status(`training ${d.sizes.join('→')} on ${d.n_train} images: preparing step 1 ` +
-      `(compiling the WebGPU kernels on first use)… ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      `${client && client.info.device === 'webgpu' ? '(compiling the WebGPU kernels on first use)' : '(on the cpu device)'}… ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     tick();
     compileTimer = setInterval(tick, 1000);
   } else if (d.kind === 'step') {
