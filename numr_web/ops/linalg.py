@@ -100,7 +100,7 @@ def matmul(a, b):
         a, b = a.astype(dt.int32), b.astype(dt.int32)
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
-    out_shape = sh.matmul_shapes(a2.shape, b2.shape)
+    out_shape = sh.matmul_shapes(a2.shape, b2.shape, given=(a.shape, b.shape))
     check_output_size(a, out_shape, a.dtype, "matmul")
     out = apply(OPS["matmul"], a2, b2)
     if a.ndim == 1 or b.ndim == 1:
