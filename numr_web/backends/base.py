@@ -12,6 +12,7 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 from __future__ import annotations
 
 import contextvars
+import time
 
 from ..errors import ShapeError
 from ..host import HostArray, buffer_values
@@ -92,6 +93,24 @@ class Backend:
         for message, flag in self._take_checks().items():
             if await self.read_bytes_unchecked_async(flag) != b"\x00":
                 raise getattr(message, "error", ShapeError)(message)
+
+    # -- timing (nr.profile) ----------------------------------------------------------------------
+    def profile_timer(self):
+        """A device timer for nr.profile: `mark()` returns a token placed in the device's work
+        queue now, `elapsed_ms(m0, m1)` the device time between two marks, valid after `finish()`
+        (which waits for the device), `extra_rows()` device work no single op owns, as (name, ms)
+        pairs. The default times on the host: right for a device whose ops run synchronously."""
+        return HostTimer()
+
+    def memory_block(self, h):
+        """(identity, bytes) of the allocation handle h's values live in (nr.profile's bytes):
+        its `storage` (webgpu), else the root of its `base` chain (numpy, CuPy)."""
+        st = getattr(h, "storage", None)
+        if st is not None:
+            return id(st), st.nbytes
+        while getattr(h, "base", None) is not None:
+            h = h.base
+        return id(h), int(getattr(h, "nbytes", 0))
 
     def to_bytes_unchecked(self, h) -> bytes:
         return self.to_bytes(h)
@@ -271,6 +290,25 @@ class Backend:
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h
+
+
+class HostTimer:
+    """Wall-clock marks: the device time of a synchronous device (cpu) is its host time."""
+
+    @staticmethod
+    def mark():
+        return time.perf_counter_ns()
+
+    @staticmethod
+    def elapsed_ms(m0, m1):
+        return (m1 - m0) / 1e6
+
+    def finish(self):
+        pass
+
+    @staticmethod
+    def extra_rows():
+        return ()
 
 
 def _bytes_to_list(data, dtype, shape):

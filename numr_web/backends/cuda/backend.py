@@ -14,15 +14,14 @@ dispatch generated from the table by codegen.py, launched through launch.py):
     attention.py): one kernel forward, two backward, no T x T scores in memory.
 
 float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
-against the GPU's memory before anything is allocated (max_elements), so a bad size is a typed
-error, never an illegal address that would poison the CUDA context. Checks on values
-(check_later) are raised at the next readback.
+against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
+address that would poison the CUDA context. Checks on values are raised at the next readback.
 
 TF32: off by default, so float32 GEMMs match torch's default (full float32 products). Opt in with
 NUMR_CUDA_TF32=1 (read when the backend starts) or `get_backend("cuda").tf32 = True` (it sets
 CuPy's cuBLAS compute type for float32, process-wide for CuPy).
 
-Step capture into CUDA graphs: numr_web/backends/cuda/graphs.py (used by nr.capture).
+Step capture into CUDA graphs: graphs.py (nr.capture); nr.profile's device timer: timing.py.
 """
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ from . import codegen as G
 from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
+from . import timing
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
 
@@ -99,6 +99,7 @@ class CudaBackend(ArrayBackend):
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
 
+    profile_timer = timing.timer
     # -- availability ----------------------------------------------------------------------------
     @classmethod
     def probe(cls):

@@ -5,7 +5,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
   contract.py, codegen.py  the named metadata / binding contract and the generated WGSL
   config.py                the knobs below and the process's one adapter
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
-  graphs.py                a step's dispatches recorded for nr.capture and replayed
+  graphs.py, timing.py     a step's dispatches recorded for nr.capture; nr.profile's timer
   fusion.py, codegen_fused.py  chains of elementwise ops recorded lazily, run as one kernel
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
@@ -14,8 +14,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
                            schedules that need several launches (split-K GEMMs, reductions in
                            chunks above the binding limit, tree reductions, dense-first copies)
 The GPU is reached through a GPUAdapter (adapter.py): adapter_native (wgpu-py) under CPython,
-adapter_browser in Pyodide. Work is recorded and submitted in batches (one queue submit per
-dispatch.BATCH dispatches, and before any readback).
+adapter_browser in Pyodide. Work is recorded and submitted in batches (dispatch.py).
 
 Knobs (constructor argument / environment variable; the argument wins):
   max_binding_size  NUMR_WEBGPU_MAX_BINDING    bytes per storage binding, at most the adapter's
@@ -26,18 +25,16 @@ Knobs (constructor argument / environment variable; the argument wins):
                     invocation's loops after 65535; long reductions and GEMMs are scheduled within it
   gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w, sg
                     (launch_gemm.py); also assignable as the attribute `gemm_tile`
-  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535); more
-                    work is covered by the kernels' grid-stride loops
+  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535)
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
                     assignable as the attribute `fuse`. `settle()` flushes a pending chain
   submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches are submitted once the buffer
                     ranges they bind reach this many bytes (default 64 MiB; 0: only every
                     dispatch.BATCH dispatches and before a readback), so the GPU starts on large
-                    work while Python records the next ops; small ops still share one submit.
-                    Also the attribute `submit_bytes`
-`info()` reports them, with the pool, the pipelines, the submits, the dispatches per kernel
-(fused kernels as "fused.fused_<inputs>_<outputs>") and the fusion counters ("fusion").
+                    work while Python records the next ops. Also the attribute `submit_bytes`
+`info()` reports them, the pool, the pipelines, the submits, the dispatches per kernel (fused
+kernels as "fused.fused_<inputs>_<outputs>"), the fusion counters ("fusion").
 """
 from __future__ import annotations
 
@@ -51,6 +48,7 @@ from ..base import Backend
 from . import launch_elementwise as ew
 from . import launch_gemm as gemm
 from . import launch_reduce as red
+from . import timing
 from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
 from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
@@ -108,6 +106,8 @@ class WebGPUBackend(NNPrimitives, Backend):
     def settle(self):
         """Record the pending chain of fused elementwise ops now (without submitting)."""
         self.d.fusion.flush()
+
+    profile_timer = timing.timer
 
     binding_limit = property(lambda self: self.d.binding_limit)
 

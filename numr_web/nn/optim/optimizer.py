@@ -9,6 +9,7 @@ import math
 
 from .. import _core
 from .._core import NumrError, Tensor
+from ...profiler import scope as profiler_scope
 
 
 class Optimizer:
@@ -61,7 +62,9 @@ class Optimizer:
         if closure is not None:
             with _core.enable_grad():
                 loss = closure()
-        with _core.no_grad():
+        first = self.param_groups[0]["params"][:1]
+        with _core.no_grad(), profiler_scope(f"{type(self).__name__}.step",
+                                             first[0]._backend if first else None):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
