@@ -265,6 +265,15 @@ class Backend:
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         """(dq, dk, dv)."""
         raise NotImplementedError
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+        """(p, m, v) after one Adam / AdamW step in one pass, or None where the backend has no
+        fused form (the optimizer then composes it from ops). m, v: None on the first step;
+        decay: None, "l2" (g += p * factor) or "decoupled" (p * factor); w = 1 - beta1;
+        step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t): numbers, or 0-d handles
+        (a step count kept on the device). The arithmetic is the composed form's
+        (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation."""
+        return None
+
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
         """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold); padding reads
         pad_value (0 for convolution, -inf for max pooling)."""

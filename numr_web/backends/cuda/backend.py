@@ -21,7 +21,7 @@ TF32: off by default, so float32 GEMMs match torch's default (full float32 produ
 NUMR_CUDA_TF32=1 (read when the backend starts) or `get_backend("cuda").tf32 = True` (it sets
 CuPy's cuBLAS compute type for float32, process-wide for CuPy).
 
-Step capture into CUDA graphs: graphs.py (nr.capture); nr.profile's device timer: timing.py.
+Step capture into CUDA graphs: graphs.py (nr.capture); the fused nn kernels: nn.py.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from . import codegen as G
 from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
-from . import timing
+from .nn import CudaNN
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
 
@@ -57,7 +57,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(ArrayBackend):
+class CudaBackend(CudaNN, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -99,7 +99,6 @@ class CudaBackend(ArrayBackend):
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
 
-    profile_timer = timing.timer
     # -- availability ----------------------------------------------------------------------------
     @classmethod
     def probe(cls):
