@@ -10,6 +10,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
   backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
+  backend_linalg.py        the GEMM schedules (split-K), a mixin
   backend.py (this)        the primitives, composed from views and launchers; it chooses the
                            schedules that need several launches (split-K GEMMs, reductions in
                            chunks above the binding limit, tree reductions, dense-first copies)
@@ -42,13 +43,13 @@ import math
 
 from ...dtypes import bool_, float16, float32, float64, int32
 from ...errors import BackendUnavailableError, BackendLimitError, DTypeError, KernelError, NumrError
-from ...ops.activations import ACT
 from ...ops.registry import family_names
 from ..base import Backend
 from . import launch_elementwise as ew
 from . import launch_gemm as gemm
 from . import launch_reduce as red
 from . import timing
+from .backend_linalg import LinalgPrimitives
 from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
 from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
@@ -58,7 +59,7 @@ from .kernels import kernel_defined
 from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, permuted,
                     prod, reshaped, sliced, split_leading)
 
-class WebGPUBackend(NNPrimitives, Backend):
+class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
     device = "webgpu"
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
@@ -421,48 +422,6 @@ class WebGPUBackend(NNPrimitives, Backend):
     def one_hot(self, labels, n, dtype):
         self.check_dtype(dtype)
         return ew.one_hot(self.d, self.d.alloc(labels.shape + (n,), dtype), labels, n)
-
-    # -- linear algebra --------------------------------------------------------------------------------
-    def matmul(self, a, b):
-        return self._gemm(a, b, None, "none", False)[0]
-
-    def gemm_bias_act(self, a, b, bias, act):
-        if gemm.activation_after(act, a.dtype, a.shape, b.shape):     # (launch_gemm.py: why)
-            z = self._gemm(a, b, bias, "none", False)[0]
-            return self.activation(act, z, "fwd"), (z if ACT[act].saves == "z" else None)
-        return self._gemm(a, b, bias, act, ACT[act].saves == "z")
-
-    def _gemm(self, a, b, bias, act, want_z):
-        if a.dtype is bool_:
-            raise DTypeError("matmul of bool tensors is not supported on webgpu")
-        M, K = a.shape[-2], a.shape[-1]
-        shape = broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (M, b.shape[-1])
-        kb = gemm.k_block(self.loop_budget)
-        if prod(shape) and (K == 0 or (kb and K > kb)):
-            return self._gemm_split_k(a, b, bias, act, want_z, shape, kb)
-        out = self.d.alloc(shape, a.dtype)
-        z = self.d.alloc(shape, a.dtype) if want_z else None
-        if out.size == 0:
-            return out, z
-        a, b = gemm.dense_operands(self._copy, a, b, shape[-1], self.gemm_tile, self._gemm_caps)
-        return gemm.launch(self.d, a, b, bias, out, z, act_code(act), self.gemm_tile,
-                           self._gemm_caps)
-
-    def _gemm_split_k(self, a, b, bias, act, want_z, shape, kb):
-        """z = the sum of GEMMs over blocks of at most kb along K (each within the loop budget),
-        then bias and activation as separate primitives. Also the K == 0 case (z = 0)."""
-        K = a.shape[-1]
-        z = self.full(shape, 0, a.dtype) if K == 0 else None
-        for k0 in range(0, K, kb or max(K, 1)):        # kb None: no loop budget, one block
-            k1 = min(K, k0 + kb)
-            pa = sliced(a, full_index(a.shape[:-1]) + [(k0, k1, 1)])
-            pb = sliced(b, full_index(b.shape[:-2]) + [(k0, k1, 1), (0, b.shape[-1], 1)])
-            part = self._gemm(pa, pb, None, "none", False)[0]
-            z = part if z is None else self.binary("add", z, part)
-        if bias is not None:
-            z = self.binary("add", z, bias)
-        y = z if act == "none" else self.activation(act, z, "fwd")
-        return y, (z if want_z else None)
 
     # -- shapes and copies -----------------------------------------------------------------------------
     def reshape(self, h, shape):
