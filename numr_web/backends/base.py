@@ -11,6 +11,8 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 """
 from __future__ import annotations
 
+import time
+
 from ..errors import ShapeError
 from ..host import HostArray, buffer_values
 from .checks import Check, PendingChecks, call_site, failed_checks, stack_flags
@@ -84,6 +86,24 @@ class Backend:
         if checks:
             flags = stack_flags(self, list(checks.values()))
             _raise_failed(failed_checks(checks, await self.read_bytes_unchecked_async(flags)))
+
+    # -- timing (nr.profile) ----------------------------------------------------------------------
+    def profile_timer(self):
+        """A device timer for nr.profile: `mark()` returns a token placed in the device's work
+        queue now, `elapsed_ms(m0, m1)` the device time between two marks, valid after `finish()`
+        (which waits for the device), `extra_rows()` device work no single op owns, as (name, ms)
+        pairs. The default times on the host: right for a device whose ops run synchronously."""
+        return HostTimer()
+
+    def memory_block(self, h):
+        """(identity, bytes) of the allocation handle h's values live in (nr.profile's bytes):
+        its `storage` (webgpu), else the root of its `base` chain (numpy, CuPy)."""
+        st = getattr(h, "storage", None)
+        if st is not None:
+            return id(st), st.nbytes
+        while getattr(h, "base", None) is not None:
+            h = h.base
+        return id(h), int(getattr(h, "nbytes", 0))
 
     def to_bytes_unchecked(self, h) -> bytes:
         return self.to_bytes(h)
@@ -238,6 +258,15 @@ class Backend:
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         """(dq, dk, dv)."""
         raise NotImplementedError
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+        """(p, m, v) after one Adam / AdamW step in one pass, or None where the backend has no
+        fused form (the optimizer then composes it from ops). m, v: None on the first step;
+        decay: None, "l2" (g += p * factor) or "decoupled" (p * factor); w = 1 - beta1;
+        step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t): numbers, or 0-d handles
+        (a step count kept on the device). The arithmetic is the composed form's
+        (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation."""
+        return None
+
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
         """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold); padding reads
         pad_value (0 for convolution, -inf for max pooling)."""
@@ -268,6 +297,25 @@ class Backend:
 def _raise_failed(failed):
     if failed:
         raise failed[0].deferred(failed[1:])
+
+
+class HostTimer:
+    """Wall-clock marks: the device time of a synchronous device (cpu) is its host time."""
+
+    @staticmethod
+    def mark():
+        return time.perf_counter_ns()
+
+    @staticmethod
+    def elapsed_ms(m0, m1):
+        return (m1 - m0) / 1e6
+
+    def finish(self):
+        pass
+
+    @staticmethod
+    def extra_rows():
+        return ()
 
 
 def _bytes_to_list(data, dtype, shape):
