@@ -196,3 +196,23 @@ __global__ void __launch_bounds__(256) adam_f32(
         vo[i] = vi;
     }
 }
+
+// -- scatter-add of whole rows (an embedding's / index_select's backward) -------------------------------
+// out[key[i], c] += src[perm[i], c] for the L rows in sorted order (key sorted, ties in source
+// order: perm): the first row of each run of equal keys sums the run, column by column, in
+// order (the same sums as seg_sum's over flat elements, with L keys sorted instead of L * R).
+template <typename S>
+__global__ void __launch_bounds__(128) rows_seg_sum(const long long* __restrict__ key,
+                                                    const long long* __restrict__ perm,
+                                                    const S* __restrict__ src, S* __restrict__ out,
+                                                    long long L, long long R) {
+    typedef typename IO<S>::C C;
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long i = blockIdx.y + 65535LL * blockIdx.z;
+    if (c >= R || i >= L) return;
+    const long long k = key[i];
+    if (i > 0 && key[i - 1] == k) return;
+    C acc = C(0);
+    for (long long j = i; j < L && key[j] == k; ++j) acc += IO<S>::ld(src[perm[j] * R + c]);
+    out[k * R + c] = IO<S>::st(acc);
+}

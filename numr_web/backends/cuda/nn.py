@@ -1,7 +1,8 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
-for the weight and bias gradients' partial column sums), and the Adam / AdamW update (one kernel
-per parameter instead of a dozen elementwise ones). Cases the kernels do not cover fall back to
+for the weight and bias gradients' partial column sums), the Adam / AdamW update (one kernel per
+parameter instead of a dozen elementwise ones), and the scatter-add of whole rows (an embedding's
+backward: its L indices sorted, not every element). Cases the kernels do not cover fall back to
 the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
 from __future__ import annotations
 
@@ -92,6 +93,32 @@ class CudaNN:
         db = None if pb is None else pb.sum(axis=0).astype(weight.dtype, copy=False) \
             .reshape(weight.shape)
         return dx, dw, db
+
+    # -- scatter-add of rows -----------------------------------------------------------------------
+    def scatter_add(self, shape, axis, index, src):
+        """An index that is one vector along `axis` broadcast over the other dims (an embedding's
+        or index_select's backward): L keys sorted, not L x R elements; else the general form."""
+        xp = self.xp
+        ct = self._ct.get(src.dtype.char)
+        st = index.strides
+        L = index.shape[axis] if index.ndim else 0
+        if ct is None or L == 0 or prod(shape) == 0 or len(shape) != index.ndim or any(
+                s != 0 for d, s in enumerate(st) if d != axis and index.shape[d] > 1):
+            return super().scatter_add(shape, axis, index, src)
+        sel = tuple(slice(None) if d == axis else 0 for d in range(index.ndim))
+        keys = index[sel].astype(xp.int64) % shape[axis]      # out of range wraps, as CuPy's
+        order = xp.argsort(keys * L + xp.arange(L, dtype=xp.int64))
+        keys = keys[order]
+        rows = xp.ascontiguousarray(xp.moveaxis(
+            src[tuple(slice(0, k) for k in index.shape)], axis, 0)).reshape(L, -1)
+        R = rows.shape[1]
+        out = xp.zeros((shape[axis], R), dtype=src.dtype)
+        if R:
+            fn = self._nn_fn(f"rows_seg_sum<{ct}>", lambda: [])
+            fn((-(-R // 128), min(L, 65535), -(-L // 65535)), (128,),
+               (keys, order, rows, out, L, R))
+        rest = shape[:axis] + shape[axis + 1:]
+        return xp.ascontiguousarray(xp.moveaxis(out.reshape((shape[axis],) + tuple(rest)), 0, axis))
 
     # -- Adam / AdamW ------------------------------------------------------------------------------
     def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
