@@ -233,6 +233,11 @@ def bench_numr(name, device, steps, capture=False, profile=False):
             step()
             sync()
         table = p.table(row_limit=30)
+        if device == "webgpu":          # timestamps split every dispatch into its own pass:
+            with nr.profile(device_time=False) as p:     # the host's own cost, untimed
+                step()
+                sync()
+            table += "\nhost time only:\n" + p.table(sort_by="self", row_limit=20)
     return res, peak, table
 
 
