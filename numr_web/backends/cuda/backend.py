@@ -13,7 +13,8 @@ dispatch generated from the table by codegen.py, launched through launch.py):
   * attention / attention_backward: fused flash-style kernels (attention.cu, launched by
     attention.py): one kernel forward, two backward, no T x T scores in memory.
 
-float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
+float16 is computed in float32 and rounded once, bfloat16 too (through CuPy: no raw kernel takes
+it); their GEMMs run on tensor cores (cublasGemmEx, float32 accumulation). Sizes are checked
 against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
 address that would poison the CUDA context. Checks on values are raised at the next readback.
 
@@ -137,7 +138,8 @@ class CudaBackend(CudaNN, ArrayBackend):
         import cupy
         from cupy._core import _routines_linalg as L
         L.set_compute_type(cupy.float32, L.COMPUTE_TYPE_TF32 if on else L.COMPUTE_TYPE_DEFAULT)
-        self._tf32 = bool(on)
+        self._tf32 = bool(on)       # the dtypes (characters) our direct cuBLAS calls take:
+        self._blas_dtypes = "" if self._blas is None else self._blas.dtypes.replace("f" if on else " ", "")
 
     # -- limits and memory ---------------------------------------------------------------------
     def max_elements(self, dtype):
@@ -327,7 +329,7 @@ class CudaBackend(CudaNN, ArrayBackend):
         """a @ b over equal batch dims as ONE strided-batched cuBLAS call (capturable, as
         _mm2d); None where it does not apply."""
         ch = a.dtype.char
-        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+        if ch not in self._blas_dtypes or b.dtype.char != ch:
             return None
         batch = 1
         for d in a.shape[:-2]:
@@ -349,11 +351,11 @@ class CudaBackend(CudaNN, ArrayBackend):
         return out
 
     def _mm2d(self, a, b):
-        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call
-        (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply (TF32 opted
-        in: cupy.matmul carries that compute type)."""
+        """a @ b (2-D, float32 / float64 / float16 / bfloat16, dense or transposed operands) as ONE
+        cuBLAS call (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply
+        (float32 with TF32 opted in: cupy.matmul carries that compute type)."""
         ch = a.dtype.char
-        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+        if ch not in self._blas_dtypes or b.dtype.char != ch:
             return None
         m, k = a.shape
         n = b.shape[1]
@@ -365,14 +367,14 @@ class CudaBackend(CudaNN, ArrayBackend):
 
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
-        half = a.dtype == self._half
-        z = self._gemm(a, b)                    # cuBLAS, once (float16: on float32 copies)
-        if half and bias is not None:
-            bias = bias.astype(xp.float32)
+        z = self._gemm(a, b)          # cuBLAS once (float16 / bfloat16: GemmEx, tensor cores)
+        if self._ct.get(z.dtype.char) is None:      # bfloat16: the epilogue computes in float32
+            z = z.astype(xp.float32)
+        if bias is not None and bias.dtype != z.dtype:
+            bias = bias.astype(z.dtype)
         row = ACT[act]
         write_z = row.saves == "z"
-        if not z._c_contiguous or (bias is not None and bias.dtype != z.dtype) \
-                or self._ct.get(z.dtype.char) is None:
+        if not z._c_contiguous:
             z = self._contig(z)
             if bias is not None:
                 z += bias
@@ -382,7 +384,7 @@ class CudaBackend(CudaNN, ArrayBackend):
         else:
             y = self._nd(z.shape, z.dtype) if write_z else z
             self._bias_act(z, bias, y, row, write_z)
-        if half:
+        if y.dtype != a.dtype:                      # computed in float32: rounded once
             return y.astype(a.dtype), (z.astype(a.dtype) if write_z else None)
         return y, (z if write_z else None)
 
