@@ -11,8 +11,7 @@
         scaler.step(opt)                 # float16's underflow; step divides them by the scale
         scaler.update()                  # and skips the update when one is inf / NaN
 
-The scale and the count of finite steps live on the device as float32 / int32 tensors of one
-element, and update() adapts them there (halved after a step with inf / NaN gradients, doubled
+The scale and the count of finite steps live on the device as 0-d float32 / int32 tensors, and update() adapts them there (halved after a step with inf / NaN gradients, doubled
 after growth_interval finite steps in a row, as torch's `_amp_update_scale_`). unscale_ checks
 every gradient of an optimizer with a few device ops and step() reads back ONE number (whether
 any was not finite), as torch's step does; get_scale() and state_dict() read the scale back.
@@ -67,8 +66,8 @@ class GradScaler:
 
     def _lazy_init(self, device):
         from ..creation import full
-        self._scale = full((1,), self._init_scale, dtype="float32", device=device)
-        self._growth_tracker = full((1,), self._init_growth_tracker, dtype="int32", device=device)
+        self._scale = full((), self._init_scale, dtype="float32", device=device)
+        self._growth_tracker = full((), self._init_growth_tracker, dtype="int32", device=device)
 
     def _check_scale(self, what):
         if self._scale is None:
@@ -97,7 +96,7 @@ class GradScaler:
         state["stage"] = UNSCALED
 
     def _unscale_grads_(self, optimizer, inv_scale, allow_fp16=False):
-        """Every gradient times inv_scale; per device a (1,) float32 flag, 1 where some product
+        """Every gradient times inv_scale; per device a 0-d float32 flag, 1 where some product
         is inf or NaN: 0 * g is 0 for finite g and NaN otherwise, so one sum over the
         concatenated products of a device tells (a few device ops, no readback)."""
         from ..ops.shape_ops import concat
@@ -114,7 +113,7 @@ class GradScaler:
                 by_device.setdefault(g.device, []).append(p)
         found = {}
         for device, params in by_device.items():
-            inv = inv_scale.to(device).reshape(())
+            inv = inv_scale.to(device)
             flat = []
             for p in params:
                 g = p.grad * inv
@@ -122,7 +121,7 @@ class GradScaler:
                 flat.append(g.reshape(-1) if g.dtype.name == "float32" else
                             g.reshape(-1).astype("float32"))
             probe = (concat(flat) * 0.0).sum()
-            found[device] = (probe != probe).astype("float32").reshape(1)
+            found[device] = (probe != probe).astype("float32")
         return found
 
     def step(self, optimizer, *args, **kwargs):
@@ -166,7 +165,7 @@ class GradScaler:
                             new_scale.requires_grad:
                         raise DTypeError("GradScaler.update: new_scale must be a float or a "
                                          "one-element float32 tensor that does not require grad")
-                    self._scale = new_scale.detach().reshape(1).to(self._scale.device) * 1.0
+                    self._scale = new_scale.detach().reshape(()).to(self._scale.device) * 1.0
                 else:
                     self._scale = self._scale * 0.0 + float(new_scale)
             else:
