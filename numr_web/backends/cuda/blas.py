@@ -6,8 +6,9 @@ cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through 
 eager steps and captured ones alike: the same handle, the same algorithms, the same numbers.
 Default math mode (full float32 products, no TF32: the TF32 opt-in goes through cupy.matmul).
 float16 and bfloat16 operands run through cublasGemmEx with float32 accumulation
-(CUBLAS_COMPUTE_32F, torch's default for these dtypes): on tensor cores, results rounded once to
-the operands' dtype.
+(CUBLAS_COMPUTE_32F, torch's default for these dtypes): on tensor cores, the result written in
+the operands' dtype (the accumulator rounded once) or in float32 (for an epilogue that rounds
+once after it).
 Operands may be dense or transposed views; the row-major product is computed as the column-major
 C^T = B^T A^T with transpose flags. One lock per handle: its stream and the call go together.
 """
@@ -23,6 +24,7 @@ _OP_N, _OP_T = 0, 1
 # cudaDataType_t codes (library_types.h) of the 16-bit float operands GemmEx takes, by numpy
 # dtype name; cublasComputeType_t CUBLAS_COMPUTE_32F; cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 _CUDA_R = {"float16": 2, "bfloat16": 14}
+_R_32F = 0
 _COMPUTE_32F = 68
 _ALGO_DEFAULT = -1
 
@@ -97,7 +99,8 @@ class Blas:
 
     def matmul(self, a, b, out, stream):
         """out (m, n) = a (m, k) @ b (k, n) of one dtype of `dtypes`, each operand C- or
-        F-contiguous (checked by the caller); out C-contiguous."""
+        F-contiguous (checked by the caller); out C-contiguous, of their dtype or (16-bit
+        operands) float32."""
         m, k = a.shape
         n = b.shape[1]
         opb, ldb = (_OP_N, n) if b._c_contiguous else (_OP_T, k)
@@ -110,8 +113,9 @@ class Blas:
             if stream != self._on_stream:
                 self._set_stream(stream)
             if ex is not None:
+                cty = self._ex.get(out.dtype.char, _R_32F)
                 status = self.lib.cublasGemmEx(h, opb, opa, n, m, k, alpha, b.data.ptr, ex, ldb,
-                                               a.data.ptr, ex, lda, beta, out.data.ptr, ex, n,
+                                               a.data.ptr, ex, lda, beta, out.data.ptr, cty, n,
                                                _COMPUTE_32F, _ALGO_DEFAULT)
             else:
                 status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb,
@@ -136,9 +140,10 @@ class Blas:
             if stream != self._on_stream:
                 self._set_stream(stream)
             if ex is not None:
+                cty = self._ex.get(out.dtype.char, _R_32F)
                 status = self.lib.cublasGemmStridedBatchedEx(
                     h, opb, opa, n, m, k, alpha, b.data.ptr, ex, ldb, sb, a.data.ptr, ex, lda,
-                    sa, beta, out.data.ptr, ex, n, m * n, batch, _COMPUTE_32F, _ALGO_DEFAULT)
+                    sa, beta, out.data.ptr, cty, n, m * n, batch, _COMPUTE_32F, _ALGO_DEFAULT)
             else:
                 status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb,
                                                 sb, a.data.ptr, lda, sa, beta, out.data.ptr, n,
@@ -147,6 +152,15 @@ class Blas:
             raise KernelError(f"cuBLAS strided-batched gemm ({batch} x {m}x{k} @ {k}x{n}, "
                               f"{a.dtype}) failed with status {status}")
         return out
+
+
+class CudaGemm:
+    """The cuda backend's matmul primitive: 16-bit operands give their own dtype straight from
+    cuBLAS (the float32 accumulator rounded once); the backend's _gemm, which the fused layer's
+    epilogue and the composed attention call, gives float32 for them (as the cpu's does)."""
+
+    def matmul(self, a, b):
+        return self._asarray(self._gemm(a, b, True), a.dtype)
 
 
 def _bfloat16():
