@@ -317,7 +317,7 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true", help="print an nr.profile table per eager row")
     p.add_argument("--amp", action="store_true",
                    help="add mixed-precision rows: autocast + GradScaler in both libraries")
-    p.add_argument("--amp-dtype", default="float16", choices=("float16", "bfloat16"),
+    p.add_argument("--amp-dtype", default="float16", choices=("float16",),
                    help="the autocast dtype of the --amp rows")
     p.add_argument("--json", default=None, help="write the rows to this file")
     p.add_argument("--plot", default=None, help="a bar chart of the ratios (PNG; needs matplotlib)")

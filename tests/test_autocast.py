@@ -106,7 +106,7 @@ def test_region_covers_its_device_only_and_nests():
                 assert nr.matmul(x, x).dtype is F16
         assert nr.matmul(x, x).dtype is F16 and nr.get_autocast_dtype("cpu") is F16
     assert not nr.is_autocast_enabled("cpu") and nr.matmul(x, x).dtype is F32
-    assert nr.get_autocast_dtype("cuda") is F16 and nr.get_autocast_dtype("webgpu") is F16
+    assert all(nr.get_autocast_dtype(d) is F16 for d in ("cpu", "cuda", "webgpu"))
 
 
 def test_decorator_on_functions_and_coroutines():
@@ -181,8 +181,12 @@ def test_bad_arguments_are_typed_errors():
         nr.autocast("cuda:0")
     with pytest.raises(DTypeError, match="float16"):
         nr.autocast("cpu", dtype="float32")
-    with pytest.raises(DTypeError, match="bfloat16"):
-        nr.autocast("webgpu", dtype="bfloat16")
+    for dev in ("cpu", "cuda", "webgpu"):
+        with pytest.raises(DTypeError, match="use dtype=float16"):
+            nr.autocast(dev, dtype="bfloat16")
+    import torch
+    with pytest.raises(DTypeError, match="use dtype=float16"):
+        nr.autocast("cuda", dtype=torch.bfloat16)           # torch's dtype object too
     with nr.autocast("cpu", dtype="float16"):
         p = nr.sigmoid(nr.randn(4))
         with pytest.raises(DTypeError, match="binary_cross_entropy_with_logits"):

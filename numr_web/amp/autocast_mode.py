@@ -3,8 +3,9 @@
 Inside `with nr.autocast("cuda"):` (or a function decorated with it) each op of the tables below
 casts its floating-point tensor arguments on that device before it runs:
 
-  * LOWER ops (GEMMs, convolutions, attention) run in the autocast dtype (float16 by default on
-    cuda and webgpu, bfloat16 on cpu, as torch's defaults);
+  * LOWER ops (GEMMs, convolutions, attention) run in the autocast dtype, float16 (numr has no
+    bfloat16 dtype yet: dtype=bfloat16 is refused with a DTypeError; torch's cpu default,
+    bfloat16, is float16 here);
   * FP32 ops (softmax, log_softmax, the losses, layer / RMS norm, exp / log / pow, sum, prod,
     cumulative sums) run in float32 whatever their inputs;
   * PROMOTE ops take the widest floating dtype of their arguments;
@@ -50,7 +51,7 @@ POLICY.update(dict.fromkeys(("dot", "tensordot", "atan2", "cross", "addcmul", "a
                              "scatter_add", "index_add"), PROMOTE))
 
 DEVICES = ("cpu", "cuda", "webgpu")
-DEFAULT_DTYPE = {"cpu": "bfloat16", "cuda": "float16", "webgpu": "float16"}   # torch's defaults
+DEFAULT_DTYPE = {"cpu": "float16", "cuda": "float16", "webgpu": "float16"}   # (torch: cpu bfloat16)
 
 
 class _State:
@@ -67,14 +68,19 @@ active = _STATE.get         # the ops' fast test: None outside every autocast re
 
 
 def _check_dtype(device, dtype):
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or str(dtype)
+    if name.startswith("torch."):                   # torch.float16 as a dtype object
+        dtype = name = name[6:]
+    if "bfloat16" in name:
+        raise DTypeError(
+            f"autocast({device!r}, dtype=bfloat16): numr_web has no bfloat16 dtype (numpy has "
+            "none, and WGSL neither); use dtype=float16 (with nr.amp.GradScaler against gradient "
+            "underflow), or leave dtype out")
     d = dt.get_dtype(dtype)
-    allowed = [n for n in ("float16", "bfloat16") if dt.is_dtype_name(n)]
+    allowed = ["float16"]
     if d.name not in allowed:
         raise DTypeError(f"autocast({device!r}): dtype must be one of {allowed} (the lower "
                          f"precision the listed ops run in), got {d.name}")
-    if device == "webgpu" and d.name == "bfloat16":
-        raise DTypeError("autocast('webgpu', dtype=bfloat16): WGSL has no bfloat16; use "
-                         "dtype=float16 (where the adapter grants 'shader-f16')")
     return d
 
 
@@ -89,10 +95,8 @@ class autocast:
         if not isinstance(enabled, bool):
             raise DTypeError(f"autocast: enabled must be True or False, got {enabled!r}")
         self.device = device_type
-        name = DEFAULT_DTYPE[device_type] if dtype is None else dtype
-        if dtype is None and not dt.is_dtype_name(name):
-            name = "float16"
-        self.fast_dtype = _check_dtype(device_type, name)
+        self.fast_dtype = _check_dtype(device_type, DEFAULT_DTYPE[device_type] if dtype is None
+                                       else dtype)
         self._enabled = enabled
         self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
         self._tokens = []
@@ -108,9 +112,6 @@ class autocast:
                     "autocast('webgpu', dtype=float16) needs the WebGPU feature 'shader-f16', "
                     f"which this adapter ({be.adapter.name}) lacks; run in float32 (no autocast "
                     "or enabled=False) on this adapter")
-        if getattr(self.fast_dtype, "name", "") == "bfloat16":
-            from ..backends import get_backend
-            get_backend(self.device).check_dtype(self.fast_dtype)
 
     def __enter__(self):
         old = _STATE.get()
@@ -166,8 +167,7 @@ def get_autocast_dtype(device_type):
         return st.dtypes[device_type]
     if device_type not in DEVICES:
         raise DeviceError(f"unknown device type {device_type!r}; expected one of {list(DEVICES)}")
-    name = DEFAULT_DTYPE[device_type]
-    return dt.get_dtype(name if dt.is_dtype_name(name) else "float16")
+    return dt.get_dtype(DEFAULT_DTYPE[device_type])
 
 
 class _Off:

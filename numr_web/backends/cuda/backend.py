@@ -13,8 +13,8 @@ dispatch generated from the table by codegen.py, launched through launch.py):
   * attention / attention_backward: fused flash-style kernels (attention.cu, launched by
     attention.py): one kernel forward, two backward, no T x T scores in memory.
 
-float16 is computed in float32 and rounded once, bfloat16 too (through CuPy: no raw kernel takes
-it); their GEMMs run on tensor cores (cublasGemmEx, float32 accumulation: blas.py). Sizes are checked
+float16 is computed in float32 and rounded once; its GEMMs run on tensor cores (cublasGemmEx,
+float32 accumulation: blas.py). Sizes are checked
 against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
 address that would poison the CUDA context. Checks on values are raised at the next readback.
 
@@ -352,7 +352,7 @@ class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
         return out
 
     def _mm2d(self, a, b, narrow=False):
-        """a @ b (2-D, float32 / float64 / float16 / bfloat16, dense or transposed operands) as ONE
+        """a @ b (2-D, float32 / float64 / float16, dense or transposed operands) as ONE
         cuBLAS call (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply
         (float32 with TF32 opted in: cupy.matmul carries that compute type)."""
         ch = a.dtype.char
@@ -369,7 +369,7 @@ class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
 
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
-        z = self._gemm(a, b)      # cuBLAS once (16-bit: GemmEx on tensor cores, float32 out)
+        z = self._gemm(a, b)      # cuBLAS once (float16: GemmEx on tensor cores, float32 out)
         if bias is not None and bias.dtype != z.dtype:
             bias = bias.astype(z.dtype)
         row = ACT[act]

@@ -5,7 +5,7 @@ records fine once it has a workspace and needs no allocation. So the cuda backen
 cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through ctypes), for
 eager steps and captured ones alike: the same handle, the same algorithms, the same numbers.
 Default math mode (full float32 products, no TF32: the TF32 opt-in goes through cupy.matmul).
-float16 and bfloat16 operands run through cublasGemmEx with float32 accumulation
+float16 operands run through cublasGemmEx with float32 accumulation
 (CUBLAS_COMPUTE_32F, torch's default for these dtypes): on tensor cores, the result written in
 the operands' dtype (the accumulator rounded once) or in float32 (for an epilogue that rounds
 once after it).
@@ -22,8 +22,9 @@ from ...errors import KernelError
 _WORKSPACE = 32 * 2 ** 20
 _OP_N, _OP_T = 0, 1
 # cudaDataType_t codes (library_types.h) of the 16-bit float operands GemmEx takes, by numpy
-# dtype name; cublasComputeType_t CUBLAS_COMPUTE_32F; cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
-_CUDA_R = {"float16": 2, "bfloat16": 14}
+# dtype name (CUDA_R_16BF = 14 joins when numr has a bfloat16 dtype), and of float32;
+# cublasComputeType_t CUBLAS_COMPUTE_32F; cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
+_CUDA_R = {"float16": 2}
 _R_32F = 0
 _COMPUTE_32F = 68
 _ALGO_DEFAULT = -1
@@ -75,12 +76,7 @@ class Blas:
         self._gemm_batched = {"f": lib.cublasSgemmStridedBatched,
                               "d": lib.cublasDgemmStridedBatched}
         # 16-bit operands by dtype character: their cudaDataType (alpha, beta: float32)
-        self._ex = {}
-        for name, code in _CUDA_R.items():
-            try:
-                self._ex[numpy.dtype(name if name != "bfloat16" else _bfloat16()).char] = code
-            except (TypeError, ImportError):        # no bfloat16 without ml_dtypes
-                pass
+        self._ex = {numpy.dtype(name).char: code for name, code in _CUDA_R.items()}
         self.dtypes = "fd" + "".join(self._ex)      # characters of the dtypes matmul takes
 
     @staticmethod
@@ -161,11 +157,6 @@ class CudaGemm:
 
     def matmul(self, a, b):
         return self._asarray(self._gemm(a, b, True), a.dtype)
-
-
-def _bfloat16():
-    import ml_dtypes
-    return ml_dtypes.bfloat16
 
 
 def matrix_layout(x):
