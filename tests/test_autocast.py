@@ -322,7 +322,6 @@ def _gpt_pair(device, seed=0):
 
 
 def _torch_gpt(cfg):
-    import torch
     import torch.nn as tnn
     import torch.nn.functional as F
 
