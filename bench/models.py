@@ -4,6 +4,7 @@ one process, per device, eager and captured (nr.capture), with peak memory on cu
     python bench/models.py                                   # cpu, every model
     python bench/models.py --devices cpu,cuda,webgpu --json out.json --plot out.png
     python bench/models.py --models nanogpt --devices cuda --profile    # nr.profile tables too
+    python bench/models.py --models nanogpt,gpt --devices cuda --amp    # mixed precision rows too
 
 Models (the same shapes, initialisation scheme and optimizer in both libraries):
   gpt        the character GPT of `numr-web demo --model gpt` (4 layers, 4 heads, 128 dims,
@@ -20,6 +21,11 @@ a device synchronisation (torch); the figure is the median over --steps steps af
 torch runs eagerly in float32 with TF32 off, on cuda for the cuda and webgpu rows. Peak memory
 (cuda): bytes in use above the model's resident state at the step's high-water mark (numr: CuPy's
 pool through a tracking allocator; torch: max_memory_allocated).
+
+--amp adds an "amp" row per model and device: the eager step under nr.autocast(device, dtype)
+with nr.amp.GradScaler against torch's under torch.autocast(device, dtype) with
+torch.amp.GradScaler (--amp-dtype float16 by default; the parameters and the optimizer stay in
+float32 in both; a GradScaler step reads back one flag, as torch's does).
 """
 from __future__ import annotations
 
@@ -181,7 +187,7 @@ def graph_pool_bytes():
     return sum(r.pool.total_bytes() for r in gc.get_objects() if isinstance(r, Recording))
 
 
-def bench_numr(name, device, steps, capture=False, profile=False):
+def bench_numr(name, device, steps, capture=False, profile=False, amp=None):
     import numr_web as nr
     from numr_web import nn
     model, batch, cfg = numr_model(name, device)
@@ -204,6 +210,21 @@ def bench_numr(name, device, steps, capture=False, profile=False):
         loss.backward()
         opt.step()
         return loss
+
+    if amp is not None:
+        scaler = nr.amp.GradScaler()
+
+        def train_step(x, y):                                       # noqa: F811
+            with nr.autocast(device, dtype=amp):
+                logits = model(x)
+                if isinstance(logits, tuple):
+                    logits = logits[0]
+                loss = nr.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
 
     run = nr.capture(train_step) if capture else train_step
     box = {}
@@ -241,7 +262,7 @@ def bench_numr(name, device, steps, capture=False, profile=False):
     return res, peak, table
 
 
-def bench_torch(name, device, steps):
+def bench_torch(name, device, steps, amp=None):
     import torch
     import torch.nn.functional as F
     model, batch, cfg = torch_model(name, device)
@@ -265,6 +286,20 @@ def bench_torch(name, device, steps):
         opt.step()
         box["loss"] = loss
 
+    if amp is not None:
+        scaler = torch.amp.GradScaler(device)
+        dtype = getattr(torch, amp)
+
+        def step():                                                 # noqa: F811
+            with torch.autocast(device, dtype=dtype):
+                logits = model(x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            box["loss"] = loss
+
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: box["loss"].item())
     if device != "cuda":
         return median_ms(step, sync, steps), None
@@ -285,6 +320,10 @@ def main(argv=None):
     p.add_argument("--no-capture", action="store_true", help="skip the captured (nr.capture) rows")
     p.add_argument("--no-torch", action="store_true", help="numr only")
     p.add_argument("--profile", action="store_true", help="print an nr.profile table per eager row")
+    p.add_argument("--amp", action="store_true",
+                   help="add mixed-precision rows: autocast + GradScaler in both libraries")
+    p.add_argument("--amp-dtype", default="float16", choices=("float16",),
+                   help="the autocast dtype of the --amp rows")
     p.add_argument("--json", default=None, help="write the rows to this file")
     p.add_argument("--plot", default=None, help="a bar chart of the ratios (PNG; needs matplotlib)")
     a = p.parse_args(argv)
@@ -306,17 +345,22 @@ def main(argv=None):
     for name in models:
         for dev in devices:
             modes = ["eager"] + ([] if a.no_capture or dev == "cpu" else ["captured"])
+            modes += ["amp"] if a.amp else []
             tdev = "cpu" if dev == "cpu" else "cuda"
-            ref = None
+            ref = amp_ref = None
             if torch is not None and not a.no_torch:
                 (t_ms, _), t_peak = bench_torch(name, tdev, a.steps)
                 ref = (t_ms, t_peak)
+                if a.amp:
+                    (t_ms, _), t_peak = bench_torch(name, tdev, a.steps, a.amp_dtype)
+                    amp_ref = (t_ms, t_peak)
             for mode in modes:
+                amp = a.amp_dtype if mode == "amp" else None
                 (ms, best), peak, table = bench_numr(name, dev, a.steps, mode == "captured",
-                                                    a.profile)
+                                                    a.profile, amp)
+                r = amp_ref if mode == "amp" else ref
                 row = {"model": name, "device": dev, "mode": mode, "ms": ms, "best_ms": best,
-                       "peak_bytes": peak, "torch_ms": ref and ref[0],
-                       "torch_peak_bytes": ref and ref[1]}
+                       "peak_bytes": peak, "torch_ms": r and r[0], "torch_peak_bytes": r and r[1]}
                 rows.append(row)
                 print(_line(row), flush=True)
                 if table:

@@ -62,6 +62,8 @@ from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
 from .profiler import profile, record_function
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
+from . import amp  # noqa: F401  (nr.amp.GradScaler)
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import weakref
 
+from .amp.autocast_mode import disabled as autocast_disabled
 from .errors import DeviceError, GradientError
 from .gradmode import backward_mode, is_create_graph, is_grad_enabled
 from .profiler import current as _profiling
@@ -237,7 +238,8 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
             g = run_tensor_hooks(a, leaf_grads.pop(id(a)))
             _assign_grad(a, g, create_graph, root_ids, delivered)
 
-    with backward_mode(create_graph):
+    # the VJPs run in the dtypes the forward recorded: autocast is off in a backward pass
+    with backward_mode(create_graph), autocast_disabled():
         for node in order:
             n_out = len(node.out_dtypes)
             gs = [node_grads.pop((id(node), i), None) for i in range(n_out)]

@@ -80,3 +80,63 @@ def test_mixed_precision_linear_step_on_webgpu():
     magb = np.abs(ty.detach().numpy()).sum(0) * 2 / ty.numel()
     assert np.all(np.abs(gb - tb.grad.numpy()) <= 8 * eps16 * (magb + np.abs(tb.grad.numpy())) + 1e-7)
     np.testing.assert_allclose(w.numpy(), w0 - 0.1 * gw, rtol=1e-6, atol=1e-7)
+
+
+def test_scaler_matches_torchs_on_the_same_gradients(device):
+    """nr.amp.GradScaler and torch.amp.GradScaler given the same gradients step after step
+    (finite, inf, NaN; growth after growth_interval finite steps; backoff): the same scales,
+    growth trackers, skipped steps and parameters (SGD), and the same state_dict."""
+    import torch
+    w0 = np.array([1.0, -2.0, 3.0], np.float32)
+    w = nr.tensor(w0, device=device, requires_grad=True)
+    tw = torch.tensor(w0, requires_grad=True)
+    opt, topt = nn.optim.SGD([w], lr=0.25), torch.optim.SGD([tw], lr=0.25)
+    kw = dict(init_scale=2.0 ** 10, growth_factor=4.0, backoff_factor=0.25, growth_interval=3)
+    s = GradScaler(**kw)
+    ts = torch.amp.GradScaler("cpu", **kw)
+    grads = [[1.0, 2.0, 4.0], [math.inf, 1.0, 0.0], [0.5, 0.5, 0.5], [1.0, math.nan, 1.0],
+             [2.0, 2.0, 2.0], [1.0, 1.0, 1.0], [3.0, 0.0, -1.0], [0.25, 0.5, 1.0],
+             [-math.inf, 0.0, 0.0], [1.0, 2.0, 3.0]]
+    for g in grads:
+        loss = s.scale((w * 1.0).sum())
+        tloss = ts.scale((tw * 1.0).sum())
+        assert loss.shape == tuple(tloss.shape) and loss.item() == tloss.item()
+        scaled = np.array(g, np.float32) * np.float32(s.get_scale())     # as a backward gives
+        w.grad = nr.tensor(scaled, device=device)
+        tw.grad = torch.tensor(scaled)
+        s.step(opt)
+        ts.step(topt)
+        s.update()
+        ts.update()
+        np.testing.assert_array_equal(w.numpy(), tw.detach().numpy())
+        assert s.get_scale() == ts.get_scale()
+        assert s.state_dict() == ts.state_dict()
+
+
+def test_scaler_call_order_and_fp16_gradients_are_checked():
+    from numr_web.errors import DTypeError, GradientError
+    w = nr.tensor([1.0, 2.0], requires_grad=True)
+    opt = nn.optim.SGD([w], lr=0.1)
+    s = GradScaler()
+    with pytest.raises(GradientError, match="scale"):
+        s.step(opt)                                     # nothing scaled yet
+    s.scale((w * w).sum()).backward()
+    s.unscale_(opt)
+    with pytest.raises(GradientError, match="already"):
+        s.unscale_(opt)
+    s.step(opt)
+    with pytest.raises(GradientError, match="step"):
+        s.step(opt)
+    s.update()
+    assert s.get_scale() == 2.0 ** 16 and s.state_dict()["_growth_tracker"] == 1
+    h = nr.tensor([1.0], dtype="float16", requires_grad=True)
+    hopt = nn.optim.SGD([h], lr=0.1)
+    s.scale((h * 1.0).sum()).backward()
+    with pytest.raises(DTypeError, match="float16 gradients"):
+        s.step(hopt)
+    t = GradScaler(init_scale=8.0)
+    t.load_state_dict(s.state_dict())
+    assert t.get_scale() == 2.0 ** 16 and t.state_dict() == s.state_dict()
+    import pickle
+    u = pickle.loads(pickle.dumps(s))
+    assert u.state_dict() == s.state_dict()

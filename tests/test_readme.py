@@ -17,3 +17,12 @@ def test_readme_using_it_example_runs(capsys):
 def test_readme_lists_every_activation():
     line = re.search(r"Activations: (`[^`]+`)", README.read_text()).group(1).strip("`").split()
     assert line == list(nr.ACT)
+
+
+def test_readme_autocast_example_runs(capsys):
+    text = README.read_text()
+    block = re.search(r"## Mixed precision: `nr.autocast` and `GradScaler`\n\n```python\n(.*?)```",
+                      text, re.S).group(1)
+    exec(compile(block, "README.md (Mixed precision)", "exec"), {})
+    want = re.search(r"\n# (numr_web\.float16 .*)\n", block).group(1)
+    assert capsys.readouterr().out.strip() == want

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from . import _core
 from .containers import ModuleList
 from .module import Module, Parameter
@@ -47,6 +48,8 @@ class Linear(Module):
 
 def linear(x, weight, bias=None, activation="none"):
     """torch.nn.functional.linear (weight (out, in)) with numr's fused activation."""
+    if amp_active() is not None:          # before the transpose: a parameter's cast is cached
+        x, weight, bias = amp_cast("linear", x, weight, bias)
     if x.ndim == 1:
         return linear(x.reshape(1, -1), weight, bias, activation).reshape(-1)
     return _core.matmul_bias_activation(x, weight.T, bias, activation)

@@ -9,6 +9,7 @@ import math
 
 from .. import dtypes as dt
 from .. import shapes as sh
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import arange
 from ..errors import DTypeError, ShapeError
@@ -77,6 +78,8 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
                                  scale=None):
     """torch.nn.functional.scaled_dot_product_attention for (..., T, d) tensors. attn_mask: bool
     (True: attend) or float (added to the scores), broadcastable to (..., Tq, Tk)."""
+    if amp_active() is not None:
+        q, k, v = amp_cast("scaled_dot_product_attention", q, k, v)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"scaled_dot_product_attention: {name} must be a Tensor")

@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..creation import arange, full, zeros
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
 from .elementwise import maximum, minimum, where
@@ -132,6 +133,8 @@ def _need(t, ndim, name, what):
 
 def mm(input, mat2):  # noqa: A002 (torch's names)
     a, b = input, mat2
+    if amp_active() is not None:
+        a, b = amp_cast('mm', a, b)
     _need(a, 2, "mm", "input")
     _need(b, 2, "mm", "mat2")
     return matmul(a, b)
@@ -139,6 +142,8 @@ def mm(input, mat2):  # noqa: A002 (torch's names)
 
 def bmm(input, mat2):  # noqa: A002
     a, b = input, mat2
+    if amp_active() is not None:
+        a, b = amp_cast('bmm', a, b)
     _need(a, 3, "bmm", "input")
     _need(b, 3, "bmm", "mat2")
     if a.shape[0] != b.shape[0]:
@@ -147,6 +152,8 @@ def bmm(input, mat2):  # noqa: A002
 
 
 def mv(a, v):
+    if amp_active() is not None:
+        a, v = amp_cast('mv', a, v)
     _need(a, 2, "mv", "input")
     _need(v, 1, "mv", "vec")
     return matmul(a, v)
@@ -157,6 +164,10 @@ def dot(a, b):
     _need(b, 1, "dot", "other")
     if a.shape != b.shape:
         raise ShapeError(f"dot: the vectors have {a.shape[0]} and {b.shape[0]} elements")
+    if amp_active() is not None:          # autocast: the wider dtype of the two, as torch
+        a, b = amp_cast("dot", a, b)
+        with amp_disabled():
+            return matmul(a, b)
     return matmul(a, b)
 
 
@@ -168,6 +179,8 @@ def outer(a, b):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     """beta input + alpha (mat1 @ mat2); input broadcasts to the product (torch.addmm)."""
+    if amp_active() is not None:
+        input, mat1, mat2 = amp_cast('addmm', input, mat1, mat2)
     prod = mm(mat1, mat2)
     prod = prod if alpha == 1 else prod * alpha
     if beta == 0:                                # torch: input is ignored (NaN in it too)
@@ -234,6 +247,8 @@ def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over dims (all by default): p = 2 / "fro", 1, inf, -inf, 0 or any
     positive float. The gradient at a zero vector is 0 (torch's subgradient), never NaN."""
     x = need_tensor(x, "norm")
+    if amp_active() is not None:
+        x, = amp_cast('norm', x)
     if not x.dtype.is_floating:
         raise DTypeError(f"norm needs a floating-point tensor, got {x.dtype.name}; convert it "
                          "with .float()")
@@ -324,11 +339,15 @@ def _scan_input(x, dtype, name):
 
 def cumsum(x, dim, *, dtype=None):
     """Running sums along dim (torch.cumsum; bool and int32 sum in int32)."""
+    if amp_active() is not None:
+        x, = amp_cast('cumsum', x)
     return _scan(_scan_input(x, dtype, "cumsum"), dim, lambda a, b: a + b, 0)
 
 
 def cumprod(x, dim, *, dtype=None):
     """Running products along dim (torch.cumprod); the gradient is exact where x has zeros."""
+    if amp_active() is not None:
+        x, = amp_cast('cumprod', x)
     return _scan(_scan_input(x, dtype, "cumprod"), dim, lambda a, b: a * b, 1)
 
 

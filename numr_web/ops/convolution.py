@@ -6,6 +6,7 @@ max pooling routes the gradient to the first maximum of each window, as torch do
 from __future__ import annotations
 
 from .. import shapes as sh
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import full, tensor
 from ..errors import DTypeError, ShapeError
@@ -69,6 +70,8 @@ def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, pa
     """act(conv2d(x, weight) + bias) with the fused GEMM epilogue and backward.
     x (N, C, H, W); weight (O, C/groups, kh, kw); bias (O,) or None."""
     act = get_act(activation)
+    if amp_active() is not None:
+        x, weight, bias = amp_cast("conv2d", x, weight, bias)
     if not isinstance(weight, Tensor) or weight.ndim != 4:
         raise ShapeError(f"conv2d: weight must be (out, in/groups, kh, kw), got "
                          f"{getattr(weight, 'shape', type(weight).__name__)}")

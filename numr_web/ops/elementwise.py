@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
+from ..amp.autocast_mode import POLICY as AMP_POLICY, active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..errors import DTypeError, GradientError
 from ..gradmode import is_grad_enabled
@@ -184,6 +185,8 @@ def activation(x, name, fn="fwd"):
     """fn(x) for an ACT row: "fwd" the activation, "dz" and "d2" its derivatives, "ds" the
     derivative of act' written in the saved output (see numr_web.ops.activations)."""
     get_act(name)
+    if name == "softplus" and amp_active() is not None:
+        x, = amp_cast("softplus", x)
     if x.dtype.kind != "f":
         x = x.astype(dt.default_float)
     if not x._requires_grad or not is_grad_enabled():    # nothing to record: skip the Op machinery
@@ -240,6 +243,8 @@ _INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"
 
 def unary(name, x):
     need_tensor(x, name)
+    if amp_active() is not None and name in AMP_POLICY:       # exp, log, rsqrt ...: float32
+        x, = amp_cast(name, x)
     if name in _INT_ONLY:
         if x.dtype.is_floating:
             raise DTypeError(f"{name} needs an integer or bool tensor, got {x.dtype.name}")
@@ -311,6 +316,8 @@ def _same_device(a, b):
 
 def binary(name, a, b):
     """Elementwise binary op with broadcasting, torch's type promotion and Python scalars."""
+    if name == "pow" and amp_active() is not None:              # autocast: pow in float32
+        a, b = amp_cast("pow", a, b)
     if name == "pow" and _is_bool(a) and _is_bool(b):         # torch: bool ** bool is bool
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             raise DTypeError("pow of two bool tensors is not defined (as in torch); convert one "

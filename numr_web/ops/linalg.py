@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_grad_enabled
@@ -78,6 +79,8 @@ def _small_2d(sa, sb):
 
 def matmul(a, b):
     """Matrix product with numpy semantics: 1-D operands are promoted, batch dims broadcast."""
+    if amp_active() is not None:
+        a, b = amp_cast("matmul", a, b)
     if type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a.dtype.kind == "f" \
             and a.device == b.device:
         sa, sb = a._data.shape, b._data.shape
@@ -115,6 +118,8 @@ def matmul_bias_activation(a, b, bias=None, activation="none"):
     """out = act(a @ b + bias) as one fused layer. a (..., M, K); b (K, N) or (..., K, N);
     bias (N,) or None; activation: a name of the ACT table (nr.ACT)."""
     act = get_act(activation)
+    if amp_active() is not None:
+        a, b, bias = amp_cast("matmul_bias_activation", a, b, bias)
     for name, t in (("a", a), ("b", b)) + ((("bias", bias),) if bias is not None else ()):
         if not isinstance(t, Tensor):
             raise DTypeError(f"matmul_bias_activation: {name} must be a Tensor, got "

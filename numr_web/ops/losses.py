@@ -16,6 +16,7 @@ from .. import shapes as sh
 from ..autograd import attach
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast, lowers as amp_lowers
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import abs as _abs
@@ -128,6 +129,8 @@ def _softplus_neg(x):
 # -- the losses ----------------------------------------------------------------------------------
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, target = amp_cast("mse_loss", input, target)
     check_reduction("mse_loss", reduction)
     target = _pair("mse_loss", input, target)
     w = _weight("mse_loss", weight, input, exact=True)
@@ -137,6 +140,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, target = amp_cast("l1_loss", input, target)
     check_reduction("l1_loss", reduction)
     target = _pair("l1_loss", input, target)
     w = _weight("l1_loss", weight, input, exact=True)
@@ -146,6 +151,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d² / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: the L1 loss)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, target = amp_cast("smooth_l1_loss", input, target)
     check_reduction("smooth_l1_loss", reduction)
     beta = float(beta)
     if not beta >= 0:
@@ -160,6 +167,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d² where |d| < delta, else delta (|d| - 0.5 delta)."""
+    if amp_active() is not None:
+        input, target = amp_cast("huber_loss", input, target)
     check_reduction("huber_loss", reduction)
     delta = float(delta)
     if not delta > 0:
@@ -177,6 +186,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     """-w (y log p + (1 - y) log(1 - p)), each log clamped at -100 as torch does (finite at p = 0
     and 1). Probabilities outside [0, 1] are reported at the next readback."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None and amp_lowers(input):
+        raise DTypeError("binary_cross_entropy is unsafe to autocast (its float16 input cannot "
+                         "hold probabilities near 0 and 1 precisely), as in torch: use "
+                         "binary_cross_entropy_with_logits on the logits (it is safe to "
+                         "autocast), or compute it outside the autocast region")
     check_reduction("binary_cross_entropy", reduction)
     target = _pair("binary_cross_entropy", input, target, same_shape=True)
     w = _weight("binary_cross_entropy", weight, input, exact=False)
@@ -200,6 +214,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     """The binary cross entropy of sigmoid(input), stably: (1 - y) x + (1 + (pos_weight - 1) y)
     log(1 + exp(-x)), with log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, target, weight, pos_weight = amp_cast("binary_cross_entropy_with_logits", input,
+                                                     target, weight, pos_weight)
     check_reduction("binary_cross_entropy_with_logits", reduction)
     target = _pair("binary_cross_entropy_with_logits", input, target, same_shape=True)
     w = _weight("binary_cross_entropy_with_logits", weight, input, exact=False)
@@ -228,6 +245,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     with log_target the target is given as log-probabilities. "batchmean" divides the sum by
     the batch size (the first dim), "mean" by the number of elements (as torch)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, target = amp_cast("kl_div", input, target)
     check_reduction("kl_div", reduction, ("batchmean",))
     target = _pair("kl_div", input, target)
     if log_target:

@@ -12,6 +12,7 @@ import warnings
 from .. import dtypes as dt
 from ..autograd import apply
 from ..errors import BackendLimitError, DTypeError, ShapeError
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import where
@@ -113,6 +114,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     target int32 class indices (N,) / (N, d1, ...) / (). "mean" divides by the summed weights of
     the rows that count (NaN when every row is ignored, as torch)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        input, weight = amp_cast("nll_loss", input, weight)
     if not isinstance(input, Tensor):
         raise DTypeError(f"nll_loss: input must be a Tensor, got {type(input).__name__}")
     if not input.dtype.is_floating:
@@ -131,6 +134,8 @@ def cross_entropy(logits, target, weight=None, size_average=None, ignore_index=-
     """torch.nn.functional.cross_entropy: logits (N, C), (N, C, d1, ...) or (C,); target class
     indices (N,) / (N, d1, ...) / () as int32, or class probabilities of the logits' shape."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if amp_active() is not None:
+        logits, target, weight = amp_cast("cross_entropy", logits, target, weight)
     if not isinstance(logits, Tensor):
         raise DTypeError(f"cross_entropy: logits must be a Tensor, got {type(logits).__name__}")
     if not logits.dtype.is_floating:

@@ -12,6 +12,7 @@ from ..creation import rand
 from ..generator import resolve_seed
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_create_graph
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import check_same_device
 from .registry import OPS, register
@@ -65,6 +66,8 @@ register("layer_norm", _norm_forward, _norm_vjp, backward_name="NativeLayerNormB
 
 
 def _norm(x, normalized_shape, weight, bias, eps, rms):
+    if amp_active() is not None:
+        x, weight, bias = amp_cast("rms_norm" if rms else "layer_norm", x, weight, bias)
     if not isinstance(x, Tensor):
         raise DTypeError(f"{'rms_norm' if rms else 'layer_norm'}: x must be a Tensor")
     if not x.dtype.is_floating:

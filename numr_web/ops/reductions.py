@@ -8,6 +8,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
 from .elementwise import where
@@ -84,6 +85,8 @@ def reduce_op(op, x, axis=None, keepdims=False):
 
 
 def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):  # noqa: A001
+    if amp_active() is not None:
+        x, = amp_cast('sum', x)
     axis, keep = axis_args(dim, axis, keepdim, keepdims)
     if dtype is not None:
         x = x.astype(dtype)
@@ -98,6 +101,8 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):
 
 
 def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):
+    if amp_active() is not None:
+        x, = amp_cast('prod', x)
     axis, keep = axis_args(dim, axis, keepdim, keepdims)
     if dtype is not None:
         x = x.astype(dtype)
@@ -108,6 +113,8 @@ def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=False, dtype=None):
 
 def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) over dim without overflow; its gradient is softmax(x)."""
+    if amp_active() is not None:
+        x, = amp_cast('logsumexp', x)
     if not x.dtype.is_floating:
         x = x.astype(dt.default_float)
     if any(x.shape[a] == 0 for a in sh.normalize_axes(dim, x.ndim)):
@@ -231,11 +238,15 @@ def _softmax(x, dim, axis, log):
 
 def softmax(x, dim=None, *, axis=None, dtype=None):
     """torch.softmax; dtype casts the input first (torch's dtype=)."""
+    if amp_active() is not None:
+        x, = amp_cast('softmax', x)
     return _softmax(x if dtype is None else need_tensor(x, "softmax").astype(dtype), dim, axis,
                     False)
 
 
 def log_softmax(x, dim=None, *, axis=None, dtype=None):
+    if amp_active() is not None:
+        x, = amp_cast('log_softmax', x)
     return _softmax(x if dtype is None else need_tensor(x, "log_softmax").astype(dtype), dim, axis,
                     True)
 

@@ -15,6 +15,7 @@ from ..autograd import apply
 from ..creation import tensor
 from ..errors import DTypeError, ShapeError
 from ..generator import resolve_seed
+from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device, need_tensor
 from .elementwise import maximum, minimum, where
@@ -125,6 +126,14 @@ def index_add(x, dim, index, source, *, alpha=1):
 def tensordot(a, b, dims=2):
     """Sum over the last `dims` dims of a and the first of b (or the listed pairs of dims)."""
     a, b = need_tensor(a, "tensordot"), need_tensor(b, "tensordot")
+    if amp_active() is not None:          # autocast: the wider dtype of the two, as torch
+        a, b = amp_cast("tensordot", a, b)
+        with amp_disabled():
+            return _tensordot(a, b, dims)
+    return _tensordot(a, b, dims)
+
+
+def _tensordot(a, b, dims):
     if isinstance(dims, int):
         if dims < 0 or dims > min(a.ndim, b.ndim):
             raise ShapeError(f"tensordot: dims={dims} is out of range for shapes {a.shape} "
@@ -177,6 +186,8 @@ def cross(a, b, dim=None):
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """x1 . x2 / max(|x1| |x2|, eps) along dim (torch's)."""
     x1, x2 = need_tensor(x1, "cosine_similarity"), need_tensor(x2, "cosine_similarity")
+    if amp_active() is not None:
+        x1, x2 = amp_cast('cosine_similarity', x1, x2)
     dot = (x1 * x2).sum(dim)
     n = ((x1 * x1).sum(dim) * (x2 * x2).sum(dim)).clamp(min=eps * eps).sqrt()
     return dot / n
@@ -371,6 +382,8 @@ def einsum(equation, *operands):
         raise DTypeError("einsum(equation, *operands): a string and at least one tensor")
     for t in ops:
         need_tensor(t, "einsum")
+    if amp_active() is not None:
+        ops = list(amp_cast("einsum", *ops))
     check_same_device(*ops)
     terms, out = _einsum_parse(equation, ops)
     later = [set("".join(terms[k + 1:]) + out) for k in range(len(terms))]

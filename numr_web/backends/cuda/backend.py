@@ -13,7 +13,8 @@ dispatch generated from the table by codegen.py, launched through launch.py):
   * attention / attention_backward: fused flash-style kernels (attention.cu, launched by
     attention.py): one kernel forward, two backward, no T x T scores in memory.
 
-float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
+float16 is computed in float32 and rounded once; its GEMMs run on tensor cores (cublasGemmEx,
+float32 accumulation: blas.py). Sizes are checked
 against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
 address that would poison the CUDA context. Checks on values are raised at the next readback.
 
@@ -33,7 +34,7 @@ from ...ops.activations import ACT
 from ..array_backend import ArrayBackend
 from . import codegen as G
 from .attention import Attention
-from .blas import Blas, matrix_layout
+from .blas import Blas, CudaGemm, matrix_layout
 from .launch import BLOCK, Kernels
 from .nn import CudaNN
 
@@ -57,7 +58,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(CudaNN, ArrayBackend):
+class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -137,7 +138,8 @@ class CudaBackend(CudaNN, ArrayBackend):
         import cupy
         from cupy._core import _routines_linalg as L
         L.set_compute_type(cupy.float32, L.COMPUTE_TYPE_TF32 if on else L.COMPUTE_TYPE_DEFAULT)
-        self._tf32 = bool(on)
+        self._tf32 = bool(on)       # the dtypes (characters) our direct cuBLAS calls take:
+        self._blas_dtypes = "" if self._blas is None else self._blas.dtypes.replace("f" if on else " ", "")
 
     # -- limits and memory ---------------------------------------------------------------------
     def max_elements(self, dtype):
@@ -311,23 +313,23 @@ class CudaBackend(CudaNN, ArrayBackend):
         return super().reduce(op, h, axes, keepdims)
 
     # -- linear algebra ---------------------------------------------------------------------------
-    def _gemm(self, a, b):
+    def _gemm(self, a, b, narrow=False):     # 16-bit operands: a float32 result unless narrow
         if b.ndim == 2 and a.ndim >= 2:
             a2 = a if a.ndim == 2 else (_as_rows(a) if a._c_contiguous else None)
-            out = None if a2 is None else self._mm2d(a2, b)
+            out = None if a2 is None else self._mm2d(a2, b, narrow)
             if out is not None:
                 return out if a.ndim == 2 else out.reshape(a.shape[:-1] + (b.shape[-1],))
         elif a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
-            out = self._mm_batched(a, b)
+            out = self._mm_batched(a, b, narrow)
             if out is not None:
                 return out
         return super()._gemm(a, b)
 
-    def _mm_batched(self, a, b):
+    def _mm_batched(self, a, b, narrow=False):
         """a @ b over equal batch dims as ONE strided-batched cuBLAS call (capturable, as
         _mm2d); None where it does not apply."""
         ch = a.dtype.char
-        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+        if ch not in self._blas_dtypes or b.dtype.char != ch:
             return None
         batch = 1
         for d in a.shape[:-2]:
@@ -343,17 +345,18 @@ class CudaBackend(CudaNN, ArrayBackend):
         if lb is None:
             b = self.xp.ascontiguousarray(b)
             lb = matrix_layout(b)
-        out = self.xp.empty(a.shape[:-1] + (n,), dtype=a.dtype)
+        out = self.xp.empty(a.shape[:-1] + (n,), dtype=a.dtype if narrow or a.itemsize > 2
+                            else self.xp.float32)
         self._blas.matmul_batched((a,) + la, (b,) + lb, out.reshape(batch, m, n),
                                   self._stream().ptr)
         return out
 
-    def _mm2d(self, a, b):
-        """a @ b (2-D, float32 / float64, dense or transposed operands) as ONE cuBLAS call
-        (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply (TF32 opted
-        in: cupy.matmul carries that compute type)."""
+    def _mm2d(self, a, b, narrow=False):
+        """a @ b (2-D, float32 / float64 / float16, dense or transposed operands) as ONE
+        cuBLAS call (blas.py: capturable, no cupy.matmul dispatch). None where it does not apply
+        (float32 with TF32 opted in: cupy.matmul carries that compute type)."""
         ch = a.dtype.char
-        if self._blas is None or self._tf32 or ch not in "fd" or b.dtype.char != ch:
+        if ch not in self._blas_dtypes or b.dtype.char != ch:
             return None
         m, k = a.shape
         n = b.shape[1]
@@ -361,18 +364,17 @@ class CudaBackend(CudaNN, ArrayBackend):
             return None
         if not (a._c_contiguous or a._f_contiguous) or not (b._c_contiguous or b._f_contiguous):
             return None
-        return self._blas.matmul(a, b, self._nd((m, n), a.dtype), self._stream().ptr)
+        out = self._nd((m, n), a.dtype if narrow or a.itemsize > 2 else self.xp.float32)
+        return self._blas.matmul(a, b, out, self._stream().ptr)
 
     def gemm_bias_act(self, a, b, bias, act):
         xp = self.xp
-        half = a.dtype == self._half
-        z = self._gemm(a, b)                    # cuBLAS, once (float16: on float32 copies)
-        if half and bias is not None:
-            bias = bias.astype(xp.float32)
+        z = self._gemm(a, b)      # cuBLAS once (float16: GemmEx on tensor cores, float32 out)
+        if bias is not None and bias.dtype != z.dtype:
+            bias = bias.astype(z.dtype)
         row = ACT[act]
         write_z = row.saves == "z"
-        if not z._c_contiguous or (bias is not None and bias.dtype != z.dtype) \
-                or self._ct.get(z.dtype.char) is None:
+        if not z._c_contiguous:
             z = self._contig(z)
             if bias is not None:
                 z += bias
@@ -382,7 +384,7 @@ class CudaBackend(CudaNN, ArrayBackend):
         else:
             y = self._nd(z.shape, z.dtype) if write_z else z
             self._bias_act(z, bias, y, row, write_z)
-        if half:
+        if y.dtype != a.dtype:                      # computed in float32: rounded once
             return y.astype(a.dtype), (z.astype(a.dtype) if write_z else None)
         return y, (z if write_z else None)
 

@@ -5,6 +5,10 @@ records fine once it has a workspace and needs no allocation. So the cuda backen
 cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through ctypes), for
 eager steps and captured ones alike: the same handle, the same algorithms, the same numbers.
 Default math mode (full float32 products, no TF32: the TF32 opt-in goes through cupy.matmul).
+float16 operands run through cublasGemmEx with float32 accumulation
+(CUBLAS_COMPUTE_32F, torch's default for these dtypes): on tensor cores, the result written in
+the operands' dtype (the accumulator rounded once) or in float32 (for an epilogue that rounds
+once after it).
 Operands may be dense or transposed views; the row-major product is computed as the column-major
 C^T = B^T A^T with transpose flags. One lock per handle: its stream and the call go together.
 """
@@ -17,6 +21,13 @@ from ...errors import KernelError
 
 _WORKSPACE = 32 * 2 ** 20
 _OP_N, _OP_T = 0, 1
+# cudaDataType_t codes (library_types.h) of the 16-bit float operands GemmEx takes, by numpy
+# dtype name (CUDA_R_16BF = 14 joins when numr has a bfloat16 dtype), and of float32;
+# cublasComputeType_t CUBLAS_COMPUTE_32F; cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
+_CUDA_R = {"float16": 2}
+_R_32F = 0
+_COMPUTE_32F = 68
+_ALGO_DEFAULT = -1
 
 
 def _loaded(name):
@@ -46,6 +57,10 @@ class Blas:
         ll = ctypes.c_longlong
         for f in (lib.cublasSgemmStridedBatched, lib.cublasDgemmStridedBatched):
             f.argtypes = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
+        lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i,
+                                     i, i]
+        lib.cublasGemmStridedBatchedEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i, i,
+                                                   ll, vp, vp, i, i, ll, i, i, i]
         handle = vp()
         self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
         self.lib, self.handle = lib, handle
@@ -60,6 +75,9 @@ class Blas:
         self._gemm = {"f": lib.cublasSgemm_v2, "d": lib.cublasDgemm_v2}
         self._gemm_batched = {"f": lib.cublasSgemmStridedBatched,
                               "d": lib.cublasDgemmStridedBatched}
+        # 16-bit operands by dtype character: their cudaDataType (alpha, beta: float32)
+        self._ex = {numpy.dtype(name).char: code for name, code in _CUDA_R.items()}
+        self.dtypes = "fd" + "".join(self._ex)      # characters of the dtypes matmul takes
 
     @staticmethod
     def _check(status, what):
@@ -76,20 +94,28 @@ class Blas:
         self._on_stream = stream
 
     def matmul(self, a, b, out, stream):
-        """out (m, n) = a (m, k) @ b (k, n), float32 or float64, each operand C- or
-        F-contiguous (checked by the caller); out C-contiguous."""
+        """out (m, n) = a (m, k) @ b (k, n) of one dtype of `dtypes`, each operand C- or
+        F-contiguous (checked by the caller); out C-contiguous, of their dtype or (16-bit
+        operands) float32."""
         m, k = a.shape
         n = b.shape[1]
         opb, ldb = (_OP_N, n) if b._c_contiguous else (_OP_T, k)
         opa, lda = (_OP_N, k) if a._c_contiguous else (_OP_T, m)
         ch = a.dtype.char
-        alpha, beta = self._ptrs[ch]
+        ex = self._ex.get(ch)
+        alpha, beta = self._ptrs["f" if ex is not None else ch]
         h = self.handle
         with self._lock:            # one handle: its stream and the call belong together
             if stream != self._on_stream:
                 self._set_stream(stream)
-            status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, a.data.ptr,
-                                    lda, beta, out.data.ptr, n)
+            if ex is not None:
+                cty = self._ex.get(out.dtype.char, _R_32F)
+                status = self.lib.cublasGemmEx(h, opb, opa, n, m, k, alpha, b.data.ptr, ex, ldb,
+                                               a.data.ptr, ex, lda, beta, out.data.ptr, cty, n,
+                                               _COMPUTE_32F, _ALGO_DEFAULT)
+            else:
+                status = self._gemm[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb,
+                                        a.data.ptr, lda, beta, out.data.ptr, n)
         if status:
             raise KernelError(f"cuBLAS gemm ({m}x{k} @ {k}x{n}, {a.dtype}) failed with status "
                               f"{status}")
@@ -103,18 +129,34 @@ class Blas:
         batch, m, n = out.shape
         k = a.shape[-1]
         ch = a.dtype.char
-        alpha, beta = self._ptrs[ch]
+        ex = self._ex.get(ch)
+        alpha, beta = self._ptrs["f" if ex is not None else ch]
         h = self.handle
         with self._lock:
             if stream != self._on_stream:
                 self._set_stream(stream)
-            status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb, sb,
-                                            a.data.ptr, lda, sa, beta, out.data.ptr, n, m * n,
-                                            batch)
+            if ex is not None:
+                cty = self._ex.get(out.dtype.char, _R_32F)
+                status = self.lib.cublasGemmStridedBatchedEx(
+                    h, opb, opa, n, m, k, alpha, b.data.ptr, ex, ldb, sb, a.data.ptr, ex, lda,
+                    sa, beta, out.data.ptr, cty, n, m * n, batch, _COMPUTE_32F, _ALGO_DEFAULT)
+            else:
+                status = self._gemm_batched[ch](h, opb, opa, n, m, k, alpha, b.data.ptr, ldb,
+                                                sb, a.data.ptr, lda, sa, beta, out.data.ptr, n,
+                                                m * n, batch)
         if status:
             raise KernelError(f"cuBLAS strided-batched gemm ({batch} x {m}x{k} @ {k}x{n}, "
                               f"{a.dtype}) failed with status {status}")
         return out
+
+
+class CudaGemm:
+    """The cuda backend's matmul primitive: 16-bit operands give their own dtype straight from
+    cuBLAS (the float32 accumulator rounded once); the backend's _gemm, which the fused layer's
+    epilogue and the composed attention call, gives float32 for them (as the cpu's does)."""
+
+    def matmul(self, a, b):
+        return self._asarray(self._gemm(a, b, True), a.dtype)
 
 
 def matrix_layout(x):

@@ -1,0 +1,85 @@
+"""cuda mixed precision: float16 GEMMs through cublasGemmEx (tensor cores, float32 accumulation)
+against float64 products of the same float16 operands, in every layout the backend passes to
+cuBLAS (dense, transposed views, batched); an autocast training step recorded by nr.capture (the
+direct cuBLAS path is what makes GEMMs capturable) and replayed with the eager step's results.
+(The autocast tests of tests/test_autocast.py and tests/test_amp.py also run on cuda.) Skipped
+where there is no usable CUDA device."""
+import warnings
+
+import numpy as np
+import pytest
+
+import numr_web as nr
+from numr_web import nn
+
+OK, WHY = nr.backends.probe("cuda")
+pytestmark = pytest.mark.skipif(not OK, reason=f"cuda: {WHY}")
+U16 = 2.0 ** -11
+
+
+def _check_product(got, a, b):
+    """got within float16's rounding of the exact product: the result rounded once (U16 |c|)
+    plus, as cuBLAS may reduce split-K partial sums in the output type (torch's default allows
+    it), one more rounding of the products' magnitude; float32's accumulation is far below."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    exact, mag = a @ b, np.abs(a) @ np.abs(b)
+    err = np.abs(got.astype(np.float64) - exact)
+    assert np.all(err <= U16 * np.abs(exact) + U16 * mag + 1e-7), float((err / mag).max())
+
+
+@pytest.mark.parametrize("shape", [(64, 96, 80), (33, 70, 17), (1024, 256, 512)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_float16_matmul_on_tensor_cores(shape, layout):
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if layout[0] == "t" else (m, k)).astype(np.float16)
+    b = rng.standard_normal((n, k) if layout[1] == "t" else (k, n)).astype(np.float16)
+    ta, tb = nr.tensor(a, device="cuda"), nr.tensor(b, device="cuda")
+    ta = ta.T if layout[0] == "t" else ta
+    tb = tb.T if layout[1] == "t" else tb
+    c = nr.matmul(ta, tb)
+    assert c.dtype is nr.float16 and c.shape == (m, n)
+    _check_product(c.numpy(), a.T if layout[0] == "t" else a, b.T if layout[1] == "t" else b)
+
+
+def test_float16_batched_matmul():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 3, 40, 24)).astype(np.float16)
+    b = rng.standard_normal((4, 3, 24, 56)).astype(np.float16)
+    c = nr.matmul(nr.tensor(a, device="cuda"), nr.tensor(b, device="cuda"))
+    assert c.dtype is nr.float16
+    _check_product(c.numpy(), a, b)
+    bt = nr.tensor(np.ascontiguousarray(np.swapaxes(b, -1, -2)), device="cuda").transpose(-1, -2)
+    _check_product(nr.matmul(nr.tensor(a, device="cuda"), bt).numpy(), a, b)
+
+
+def test_autocast_step_is_captured_and_replays_the_eager_step():
+    def make():
+        model = nn.MLP([32, 64, 10], activation="gelu", device="cuda", seed=0)
+        return model, nn.optim.SGD(model.parameters(), lr=0.1)
+
+    rng = np.random.default_rng(2)
+    x = nr.tensor(rng.standard_normal((128, 32)).astype(np.float32), device="cuda")
+    y = nr.tensor(rng.integers(0, 10, 128).astype(np.int32), device="cuda")
+
+    def step_of(model, opt):
+        def step(x, y):
+            with nr.autocast("cuda"):
+                loss = nr.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    m1, o1 = make()
+    m2, o2 = make()
+    eager = step_of(m1, o1)
+    captured = nr.capture(step_of(m2, o2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fallback to eager would warn
+        for _ in range(4):
+            l1, l2 = eager(x, y), captured(x, y)
+            assert l1.item() == l2.item()
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
