@@ -1085,3 +1085,24 @@ def test_probe_without_wgpu_fails_cleanly():
             "    print('OK', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr
+
+
+def test_pool_gives_each_allocation_of_a_step_its_buffer_of_the_step_before():
+    """A training loop's k-th allocation of a size class after a readback takes the buffer the
+    k-th took a step before (when free), so the step's dispatches bind the same buffers every
+    step and their bind groups are reused; the values stay right."""
+    if "webgpu" not in nr.available_devices():
+        pytest.skip("no webgpu adapter")
+    pool = nr.get_backend("webgpu").pool
+    v = np.arange(1000) % 7                       # sums exact in float32
+    x = nr.tensor(v.astype(np.float32), device="webgpu")
+    seen = []
+    for step in range(4):
+        a = x * 2                         # three allocations of one size class per step
+        b = a + 1
+        c = (b * a).sum()
+        assert c.item() == float(np.sum((v * 2 + 1) * v * 2))
+        seen.append((a._data.storage.raw, b._data.storage.raw))
+        del a, b, c
+    assert seen[2] == seen[3] and seen[1] == seen[2]
+    assert pool.stats()["created"] >= 2

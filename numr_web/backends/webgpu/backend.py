@@ -199,6 +199,7 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         if not (h.is_contiguous and (h.offset * h.itemsize) % 4 == 0):
             h = self._copy(h)
         self.d.flush()
+        self.pool.new_round()
         return h, h.storage.raw, h.offset * h.itemsize, -(-(h.size * h.itemsize) // 4) * 4
 
     @staticmethod
