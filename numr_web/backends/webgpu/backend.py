@@ -14,8 +14,7 @@ Layers (none imports wgpu or numpy: the browser has neither):
                            schedules that need several launches (split-K GEMMs, reductions in
                            chunks above the binding limit, tree reductions, dense-first copies)
 The GPU is reached through a GPUAdapter (adapter.py): adapter_native (wgpu-py) under CPython,
-adapter_browser in Pyodide. Work is recorded and submitted in batches (one queue submit per
-dispatch.BATCH dispatches, and before any readback).
+adapter_browser in Pyodide. Work is recorded and submitted in batches (dispatch.py).
 
 Knobs (constructor argument / environment variable; the argument wins):
   max_binding_size  NUMR_WEBGPU_MAX_BINDING    bytes per storage binding, at most the adapter's
@@ -25,17 +24,16 @@ Knobs (constructor argument / environment variable; the argument wins):
                     (0: unlimited). Default 60000 on Mesa llvmpipe, which silently stops an
                     invocation's loops after 65535; long reductions and GEMMs are scheduled within it
   gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w, sg
-                    (launch_gemm.py); also assignable as the attribute `gemm_tile`
-  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535); more
-                    work is covered by the kernels' grid-stride loops
+                    (launch_gemm.py); attn_tile NUMR_WEBGPU_ATTN_TILE: attention tiles, auto
+                    or e.g. "16x8x8" (launch_attention.py); both also assignable attributes
+  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535)
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
                     assignable as the attribute `fuse`. `settle()` flushes a pending chain
   submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches are submitted once the buffer
                     ranges they bind reach this many bytes (default 64 MiB; 0: only every
                     dispatch.BATCH dispatches and before a readback), so the GPU starts on large
-                    work while Python records the next ops; small ops still share one submit.
-                    Also the attribute `submit_bytes`
+                    work while Python records the next ops. Also the attribute `submit_bytes`
 `info()` reports them, with the pool, the pipelines, the submits, the dispatches per kernel
 (fused kernels as "fused.fused_<inputs>_<outputs>") and the fusion counters ("fusion").
 """
@@ -65,7 +63,7 @@ class WebGPUBackend(NNPrimitives, Backend):
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
-                 max_workgroups=None, fuse=None, submit_bytes=None):
+                 max_workgroups=None, fuse=None, submit_bytes=None, attn_tile=None):
         self.adapter = adapter or shared_adapter()
         lim = self.adapter.limits
         binding = int(lim.get("maxStorageBufferBindingSize") or (128 << 20))
@@ -77,6 +75,7 @@ class WebGPUBackend(NNPrimitives, Backend):
             LLVMPIPE_LOOP_BUDGET if "llvmpipe" in str(getattr(self.adapter, "name", "")).lower()
             else 0)
         self.gemm_tile = knob("gemm_tile", gemm_tile, str) or "auto"
+        self.attn_tile = knob("attn_tile", attn_tile, str) or "auto"
         # the dispatcher (dispatch.py): records launches, owns the arena, pool and pipelines
         self.d = Dispatcher(self.adapter, binding - binding % 4,
                             knob("max_workgroups", max_workgroups) or 65535)
@@ -127,7 +126,8 @@ class WebGPUBackend(NNPrimitives, Backend):
         d["max_binding_bytes_used"] = self.binding_limit
         d["knobs"] = {"max_binding_size": self.binding_limit, "loop_budget": self.loop_budget,
                       "gemm_tile": self.gemm_tile, "max_workgroups": self.d.max_workgroups,
-                      "fuse": int(self.fuse), "submit_bytes": self.submit_bytes}
+                      "fuse": int(self.fuse), "submit_bytes": self.submit_bytes,
+                      "attn_tile": self.attn_tile}
         d["pool"] = self.pool.stats()
         d["pipelines"] = len(self.kernels)
         d["submits"] = self.d.submits
