@@ -1,11 +1,15 @@
 """Fused causal attention, numr vs torch on the same GPU, side by side in one run: forward, and
-forward + backward, for a char-GPT's shape and a long-sequence shape (float32).
+forward + backward, for a char-GPT's shape and T = 256, 1024, 2048 at head dim 64 (float32).
 
-    python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--json out.json]
+    python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--shapes gpt,1024]
+                              [--tiles "auto;16x8x8;fwd=16x8x8,dq=16x8x8,dkv=16x8x4"] [--json out.json]
 
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
-on CUDA (its default kernel choice), float32, TF32 off.
+on CUDA (its default kernel choice), float32, TF32 off. --tiles times the webgpu kernels at each
+NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table.
+TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
+backward 5 (dq's kernel recomputes s and dp: 7 run).
 """
 from __future__ import annotations
 
@@ -23,7 +27,20 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numr_web as nr  # noqa: E402
 
-SHAPES = {"gpt 32x4x64x32": (32, 4, 64, 32), "long 8x16x1024x64": (8, 16, 1024, 64)}
+SHAPES = {"gpt": (32, 4, 64, 32), "256": (8, 16, 256, 64), "1024": (8, 16, 1024, 64),
+          "2048": (8, 16, 2048, 64)}
+
+
+def _name(key):
+    b, h, t, d = SHAPES[key]
+    return f"{'gpt' if key == 'gpt' else 'T=' + key} {b}x{h}x{t}x{d}"
+
+
+def _flops(shape):
+    """(forward, forward + backward) FLOPs of causal attention (the visible half of the scores)."""
+    b, h, t, d = shape
+    gemm = 2 * b * h * t * (t + 1) / 2 * d
+    return 2 * gemm, 7 * gemm
 
 
 def _median_ms(fn, reps):
@@ -37,43 +54,38 @@ def _median_ms(fn, reps):
     return statistics.median(ts)
 
 
-def bench_numr(device, shape, reps):
+def _calls(lib, make, shape, sdpa, grad, no_grad):
     r = np.random.default_rng(0)
-    q, k, v = (nr.tensor(r.normal(size=shape).astype(np.float32), device=device,
-                         requires_grad=True) for _ in range(3))
-    g = nr.tensor(r.normal(size=shape).astype(np.float32), device=device)
+    q, k, v = (make(r.normal(size=shape).astype(np.float32), True) for _ in range(3))
+    g = make(r.normal(size=shape).astype(np.float32), False)
 
     def fwd():
-        with nr.no_grad():
-            out = nr.scaled_dot_product_attention(q, k, v, is_causal=True)
+        with no_grad():
+            out = sdpa(q, k, v, is_causal=True)
         out[0, 0, 0, 0].item()
 
     def fwd_bwd():
-        out = nr.scaled_dot_product_attention(q, k, v, is_causal=True)
-        (dq, dk, dv) = nr.autograd.grad([out], [q, k, v], [g])
+        out = sdpa(q, k, v, is_causal=True)
+        dq, dk, dv = grad([out], [q, k, v], [g])
         dv[0, 0, 0, 0].item()
-    res = {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
-    return res
+    return fwd, fwd_bwd
+
+
+def bench_numr(device, shape, reps, tile=None):
+    if tile is not None:
+        nr.get_backend(device).attn_tile = tile
+    fwd, fwd_bwd = _calls(nr, lambda a, rg: nr.tensor(a, device=device, requires_grad=rg), shape,
+                          nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad)
+    return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
 
 
 def bench_torch(shape, reps):
     import torch
     import torch.nn.functional as F
     torch.backends.cuda.matmul.allow_tf32 = False
-    r = np.random.default_rng(0)
-    q, k, v = (torch.tensor(r.normal(size=shape).astype(np.float32), device="cuda",
-                            requires_grad=True) for _ in range(3))
-    g = torch.tensor(r.normal(size=shape).astype(np.float32), device="cuda")
-
-    def fwd():
-        with torch.no_grad():
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        out[0, 0, 0, 0].item()
-
-    def fwd_bwd():
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        dq, dk, dv = torch.autograd.grad([out], [q, k, v], [g])
-        dv[0, 0, 0, 0].item()
+    fwd, fwd_bwd = _calls(torch, lambda a, rg: torch.tensor(a, device="cuda", requires_grad=rg),
+                          shape, F.scaled_dot_product_attention, torch.autograd.grad,
+                          torch.no_grad)
     return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
 
 
@@ -81,25 +93,42 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="cuda")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
+    p.add_argument("--tiles", default=None, help="webgpu: NUMR_WEBGPU_ATTN_TILE values, ;-separated")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "shapes": {}}
-    for name, shape in SHAPES.items():
-        row = res["shapes"][name] = {}
+    for key in a.shapes.split(","):
+        shape = SHAPES[key]
+        row = res["shapes"][_name(key)] = {}
         for dev in a.devices.split(","):
-            row["numr_" + dev] = bench_numr(dev, shape, a.reps)
+            tiles = a.tiles.split(";") if dev == "webgpu" and a.tiles else [None]
+            for tile in tiles:
+                who = "numr_" + dev + (f"[{tile}]" if tile else "")
+                try:
+                    row[who] = bench_numr(dev, shape, a.reps, tile)
+                except nr.NumrError as e:   # a tile that does not fit this device
+                    row[who] = {"error": f"{type(e).__name__}: {e}"}
         try:
             row["torch_cuda"] = bench_torch(shape, a.reps)
         except Exception as e:          # no torch / no CUDA: numr's figures alone
             row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
-        print(name, json.dumps(row), flush=True)
-    print("| shape | who | forward ms | forward + backward ms |")
-    print("|---|---|---:|---:|")
-    for name, row in res["shapes"].items():
+        print(_name(key), json.dumps(row), flush=True)
+    print("| shape | who | forward ms | forward + backward ms | x torch (fwd / fwd+bwd) "
+          "| TFLOP/s (fwd / fwd+bwd) |")
+    print("|---|---|---:|---:|---:|---:|")
+    for key in a.shapes.split(","):
+        row = res["shapes"][_name(key)]
+        ff, fb = _flops(SHAPES[key])
+        ref = row.get("torch_cuda", {})
         for who, r in row.items():
-            if "fwd_ms" in r:
-                print(f"| {name} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} |")
+            if "fwd_ms" not in r:
+                continue
+            ratio = (f"{r['fwd_ms'] / ref['fwd_ms']:.2f} / {r['fwd_bwd_ms'] / ref['fwd_bwd_ms']:.2f}"
+                     if "fwd_ms" in ref else "")
+            print(f"| {_name(key)} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} | "
+                  f"{ff / r['fwd_ms'] / 1e9:.3g} / {fb / r['fwd_bwd_ms'] / 1e9:.3g} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

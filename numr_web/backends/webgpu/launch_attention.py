@@ -108,27 +108,33 @@ def layout(kind, tile, d4, dv4):
     return c
 
 
-def fits(kind, tile, d4, dv4, limits):
-    """Whether `tile` can run `kind` at these head dims on a device with these limits."""
+def misfit(kind, tile, d4, dv4, limits):
+    """Why `tile` cannot run `kind` at these head dims on a device with these limits (None: it
+    can)."""
     nrg, nl, sk = tile
     outs = {"fwd": (dv4,), "dq": (d4,), "dkv": (d4, dv4)}[kind]
     wg = int(limits.get("maxComputeWorkgroupStorageSize") or 16384)
     inv = int(limits.get("maxComputeInvocationsPerWorkgroup") or 256)
-    return (sk <= MAX_SK and nrg * nl <= inv and all(-(-n // nl) <= MAX_GROUPS for n in outs)
-            and layout(kind, tile, d4, dv4)["TILE"] * VEC4_BYTES <= wg)
+    need = layout(kind, tile, d4, dv4)["TILE"] * VEC4_BYTES
+    if any(-(-n // nl) > MAX_GROUPS for n in outs):
+        return f"more than {4 * MAX_GROUPS} output dims per invocation (more lanes needed)"
+    if nrg * nl > inv:
+        return f"{nrg * nl} invocations per workgroup, more than the device's {inv}"
+    if need > wg:
+        return f"{need} bytes of workgroup memory, more than the device's {wg}"
+    return None
 
 
 def tiles(kind, d4, dv4, limits, want=None):
     """The override constants of `kind`'s tile: `want` ((NRG, NL, SK), from the knob) or the
     first of TILES[kind] that fits."""
     for tile in ((want,) if want else TILES[kind]):
-        if fits(kind, tile, d4, dv4, limits):
+        why = misfit(kind, tile, d4, dv4, limits)
+        if why is None:
             return layout(kind, tile, d4, dv4)
-    raise BackendLimitError(
-        f"attention ({kind}) with head dims {4 * d4} / {4 * dv4}: "
-        + (f"the tile {'x'.join(map(str, want))} (NUMR_WEBGPU_ATTN_TILE) does not fit this device "
-           f"(workgroup memory, invocations, or more than {MAX_GROUPS * 4} dims per invocation); "
-           "use 'auto'" if want else "no tile fits this device's workgroup memory"))
+    tail = (f"the tile {'x'.join(map(str, want))} (NUMR_WEBGPU_ATTN_TILE) needs {why}; "
+            "use 'auto'" if want else "no tile of launch_attention.TILES fits this device")
+    raise BackendLimitError(f"attention ({kind}) with head dims {4 * d4} / {4 * dv4}: {tail}")
 
 
 def loop_iters(kind, c):
