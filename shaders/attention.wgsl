@@ -77,19 +77,31 @@ fn mask_base(b: u32) -> u32 {
     return o;
 }
 
+// vec4 x of a tile's rows (row x / nv, vec4 x % nv): the value load_tile stores, and where
+fn tile_at(src: u32, brow: u32, r0: u32, rend: u32, n: u32, nv: u32, x: u32) -> vec4<f32> {
+    let t = x / nv;
+    if (r0 + t >= rend || x >= b_c() * nv) { return vec4<f32>(0.0); }
+    let rb = (brow + r0 + t) * n;
+    return ld4(src, rb + 4u * (x - t * nv), rb + n);
+}
+fn tile_slot(nv: u32, base: u32, ts: u32, x: u32) -> u32 { return base + (x / nv) * ts + x % nv; }
+
 // Tile rows t < BC at `base` (row stride ts vec4s): row r0 + t of operand src (batch rows from
-// brow, n elements = nv vec4s per row), zeros from row `rend` on. Cooperative: every invocation.
+// brow, n elements = nv vec4s per row), zeros from row `rend` on. Cooperative: every invocation,
+// four loads in flight before their stores (the driver does not unroll the loop).
 fn load_tile(src: u32, brow: u32, r0: u32, rend: u32, n: u32, nv: u32, base: u32, ts: u32,
              li: u32) {
-    for (var x = li; x < b_c() * nv; x = x + NRG * NL) {
-        let t = x / nv;
-        let e = x - t * nv;
-        var val = vec4<f32>(0.0);
-        if (r0 + t < rend) {
-            let rb = (brow + r0 + t) * n;
-            val = ld4(src, rb + 4u * e, rb + n);
-        }
-        tile[base + t * ts + e] = val;
+    let nt = NRG * NL;
+    let end = b_c() * nv;
+    for (var x = li; x < end; x = x + 4u * nt) {
+        let v0 = tile_at(src, brow, r0, rend, n, nv, x);
+        let v1 = tile_at(src, brow, r0, rend, n, nv, x + nt);
+        let v2 = tile_at(src, brow, r0, rend, n, nv, x + 2u * nt);
+        let v3 = tile_at(src, brow, r0, rend, n, nv, x + 3u * nt);
+        tile[tile_slot(nv, base, ts, x)] = v0;
+        if (x + nt < end) { tile[tile_slot(nv, base, ts, x + nt)] = v1; }
+        if (x + 2u * nt < end) { tile[tile_slot(nv, base, ts, x + 2u * nt)] = v2; }
+        if (x + 3u * nt < end) { tile[tile_slot(nv, base, ts, x + 3u * nt)] = v3; }
     }
 }
 
