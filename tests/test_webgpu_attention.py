@@ -75,8 +75,10 @@ def test_the_h200_takes_the_first_tiles_at_head_dim_64():
 
 
 # tile shapes run on this device: the H200's (16x8x8 forward and dq, 16x8x4 dk / dv), the
-# smallest (one column a lane), 16 columns a lane (every unrolled column), 2 lanes a row group
-TILES = ["16x8x8", "16x8x4", "4x8x1", "8x2x16", "fwd=8x4x8,dq=4x8x2,dkv=8x4x4"]
+# smallest (one column a lane), 16 columns a lane (every unrolled column), 2 and 16 lanes a row
+# group (256 invocations), and a mix
+TILES = ["16x8x8", "16x8x4", "4x8x1", "8x2x16", "fwd=16x16x4,dq=16x16x4,dkv=16x16x2",
+         "fwd=8x4x8,dq=4x8x2,dkv=8x4x4"]
 
 
 @pytest.mark.parametrize("tile", TILES)
