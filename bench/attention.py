@@ -7,7 +7,9 @@ forward + backward, for a char-GPT's shape and T = 256, 1024, 2048 at head dim 6
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
 on CUDA (its default kernel choice), float32, TF32 off. --tiles times the webgpu kernels at each
-NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table.
+NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table: a
+value naming one kernel (`dq=16x8x4`) leaves the others on the table's choice, so the difference
+to `auto` is that kernel's.
 TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
 backward 5 (dq's kernel recomputes s and dp: 7 run).
 """
@@ -89,6 +91,15 @@ def bench_torch(shape, reps):
     return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
 
 
+def auto_tiles(device, shape):
+    """{kernel: "RxLxS"} the webgpu tile table picks on this device at `shape`'s head dim."""
+    from numr_web.backends.webgpu import launch_attention as la
+    d4 = -(-shape[-1] // 4)
+    lim = nr.get_backend(device).adapter.limits
+    return {k: "x".join(str(la.tiles(k, d4, d4, lim)[n]) for n in ("NRG", "NL", "SK"))
+            for k in la.KINDS}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="cuda")
@@ -104,6 +115,8 @@ def main():
         row = res["shapes"][_name(key)] = {}
         for dev in a.devices.split(","):
             tiles = a.tiles.split(";") if dev == "webgpu" and a.tiles else [None]
+            if dev == "webgpu":
+                row["webgpu_auto_tiles"] = auto_tiles(dev, shape)
             for tile in tiles:
                 who = "numr_" + dev + (f"[{tile}]" if tile else "")
                 try:
