@@ -130,19 +130,24 @@ def test_attn_tile_knob_errors():
         be.attention(x, x, x, None, False, 1.0)
 
 
-def test_float16_with_float32_accumulation():
+@pytest.mark.parametrize("case", ["causal", "mask"])
+def test_float16_with_float32_accumulation(case):
     """float16 storage, f32 arithmetic and a float32 log-sum-exp: the output within rounding of
     float16 (half an epsilon) of the float64 result on the same float16 inputs; the gradients
-    within 2 epsilons (the backward's delta = rowsum(dout * out) reads the rounded output)."""
+    within 2 epsilons (the backward's delta = rowsum(dout * out) reads the rounded output).
+    Head dims 20 / 12 (vec4 loads) and, with a bool mask, 6 / 7 (element loads)."""
     be = nr.get_backend("webgpu")
     if not be.f16:
         pytest.skip("adapter without shader-f16")
     r = np.random.default_rng(3)
-    q = r.standard_normal((2, 3, 70, 20)).astype(np.float16)
-    k = r.standard_normal((2, 3, 45, 20)).astype(np.float16)
-    v = r.standard_normal((2, 3, 45, 12)).astype(np.float16)
-    g = r.standard_normal((2, 3, 70, 12)).astype(np.float16)
-    got = _run(be, q, k, v, g, causal=True)
-    want = _truth(q, k, v, g, causal=True)
+    tq, tk, d, dv = (70, 45, 20, 12) if case == "causal" else (37, 53, 6, 7)
+    q = r.standard_normal((2, 3, tq, d)).astype(np.float16)
+    k = r.standard_normal((2, 3, tk, d)).astype(np.float16)
+    v = r.standard_normal((2, 3, tk, dv)).astype(np.float16)
+    g = r.standard_normal((2, 3, tq, dv)).astype(np.float16)
+    mask = None if case == "causal" else np.broadcast_to(r.random((2, 1, tq, tk)) < 0.7,
+                                                         (2, 3, tq, tk)).copy()
+    got = _run(be, q, k, v, g, mask, case == "causal")
+    want = _truth(q, k, v, g, mask, case == "causal")
     _close(got[:1], want[:1], EPS16 / 2)
     _close(got, want, 2 * EPS16)
