@@ -15,11 +15,12 @@
 // folded by the driver): a dynamically indexed array is placed in local memory.
 // Workgroup memory `tile` (TILE vec4s): tile A at 0 (rows of KP or VP vec4s), tile B at B0
 // (attn_bwd_dkv), the exchanged probabilities / score gradients P at P0 ([column][row group],
-// vec4 over the 4 rows, PS per column) and the row-max exchange at R0 (attn_fwd). KP, VP and PS
-// are padded so that the lanes of a quarter warp hit different banks.
+// vec4 over the 4 rows, PS per column) and at R0 the row maxima of each lane (attn_fwd) or the
+// tile's columns' (lse, delta) (attn_bwd_dkv). KP, VP and PS are padded so that the lanes of a
+// quarter warp hit different banks (launch_attention.layout).
 // Keys (queries in attn_bwd_dkv) come in chunks [J0, J1), one dispatch each, so that no
-// invocation loops past the adapter's loop budget; the running state is kept in f32 buffers
-// (st, ml) between them (FIRST: start empty; LAST: write the results).
+// invocation loops past the adapter's loop budget; the running state is kept in the f32 buffer
+// st between them (FIRST: start empty; LAST: write the results).
 
 alias Blk = array<vec4<f32>, 16>;       // SK <= 16 score vec4s, or 4 x 4 output vec4s
 const SRC_Q: u32 = 0u;
@@ -37,9 +38,9 @@ fn el(src: u32, p: u32) -> f32 {
     let i = p >> 2u;
     let c = p & 3u;
     switch src {
-        case 0u: { return f32(q[i][c]); }
-        case 1u: { return f32(k[i][c]); }
-        case 2u: { return f32(v[i][c]); }
+        case SRC_Q: { return f32(q[i][c]); }
+        case SRC_K: { return f32(k[i][c]); }
+        case SRC_V: { return f32(v[i][c]); }
         default: { return f32(dout[i][c]); }
     }
 }
@@ -49,9 +50,9 @@ fn ld4(src: u32, p: u32, end: u32) -> vec4<f32> {
     if (VEC) {
         let i = p >> 2u;
         switch src {
-            case 0u: { return vec4<f32>(q[i]); }
-            case 1u: { return vec4<f32>(k[i]); }
-            case 2u: { return vec4<f32>(v[i]); }
+            case SRC_Q: { return vec4<f32>(q[i]); }
+            case SRC_K: { return vec4<f32>(k[i]); }
+            case SRC_V: { return vec4<f32>(v[i]); }
             default: { return vec4<f32>(dout[i]); }
         }
     }
@@ -77,7 +78,7 @@ fn mask_base(b: u32) -> u32 {
     return o;
 }
 
-// vec4 x of a tile's rows (row x / nv, vec4 x % nv): the value load_tile stores, and where
+// vec4 x of a tile (row x / nv, vec4 x % nv of it): the value load_tile stores and its slot
 fn tile_at(src: u32, brow: u32, r0: u32, rend: u32, n: u32, nv: u32, x: u32) -> vec4<f32> {
     let t = x / nv;
     if (r0 + t >= rend || x >= b_c() * nv) { return vec4<f32>(0.0); }
