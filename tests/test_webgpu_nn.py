@@ -90,8 +90,7 @@ def test_gather_and_scatter_add_on_strided_views():
 
 
 def _attn_ref(q, k, v, mask=None, causal=False, scale=None):
-    """causal: keys up to the query's position aligned to the end (j <= i + Tk - Tq), as the
-    engine's cpu reference; torch's is_causal aligns to the start, so it is given as a mask."""
+    """causal: torch's is_causal (query i sees keys 0..i, whatever Tq and Tk), as the engine's."""
     qt, kt, vt = (t64(x).requires_grad_() for x in (q, k, v))
     mt = None if mask is None else (torch.tensor(mask) if mask.dtype == np.bool_ else t64(mask))
     out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mt, is_causal=causal, scale=scale)
