@@ -114,7 +114,8 @@ def misfit(kind, tile, d4, dv4, limits):
     nrg, nl, sk = tile
     outs = {"fwd": (dv4,), "dq": (d4,), "dkv": (d4, dv4)}[kind]
     wg = int(limits.get("maxComputeWorkgroupStorageSize") or 16384)
-    inv = int(limits.get("maxComputeInvocationsPerWorkgroup") or 256)
+    inv = min(int(limits.get("maxComputeInvocationsPerWorkgroup") or 256),
+              int(limits.get("maxComputeWorkgroupSizeX") or 256))
     need = layout(kind, tile, d4, dv4)["TILE"] * VEC4_BYTES
     if any(-(-n // nl) > MAX_GROUPS for n in outs):
         return f"more than {4 * MAX_GROUPS} output dims per invocation (more lanes needed)"
