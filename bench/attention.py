@@ -1,7 +1,7 @@
 """Fused causal attention, numr vs torch on the same GPU, side by side in one run: forward, and
 forward + backward, for a char-GPT's shape and T = 256, 1024, 2048 at head dim 64 (float32).
 
-    python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--shapes gpt,1024]
+    python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--shapes gpt,1024] [--check]
                               [--tiles "auto;16x8x8;fwd=16x8x8,dq=16x8x8,dkv=16x8x4"] [--json out.json]
 
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
@@ -11,7 +11,8 @@ NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune 
 value naming one kernel (`dq=16x8x4`) leaves the others on the table's choice, so the difference
 to `auto` is that kernel's.
 TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
-backward 5 (dq's kernel recomputes s and dp: 7 run).
+backward 5 (dq's kernel recomputes s and dp: 7 run). --check also compares numr's output and
+gradients of the first batch element with torch float64 on the cpu: max |err| / (|want| + 1).
 """
 from __future__ import annotations
 
@@ -56,10 +57,13 @@ def _median_ms(fn, reps):
     return statistics.median(ts)
 
 
-def _calls(lib, make, shape, sdpa, grad, no_grad):
+def _data(shape):
     r = np.random.default_rng(0)
-    q, k, v = (make(r.normal(size=shape).astype(np.float32), True) for _ in range(3))
-    g = make(r.normal(size=shape).astype(np.float32), False)
+    return [r.normal(size=shape).astype(np.float32) for _ in range(4)]      # q, k, v, dout
+
+
+def _calls(lib, make, shape, sdpa, grad, no_grad):
+    q, k, v, g = (make(a, i < 3) for i, a in enumerate(_data(shape)))
 
     def fwd():
         with no_grad():
@@ -73,12 +77,32 @@ def _calls(lib, make, shape, sdpa, grad, no_grad):
     return fwd, fwd_bwd
 
 
-def bench_numr(device, shape, reps, tile=None):
+def check(device, shape):
+    """max |err| / (|want| + 1) of numr's out, dq, dk, dv for batch element 0 against torch's
+    float64 on the cpu (the batch elements are independent)."""
+    import torch
+    import torch.nn.functional as F
+    q, k, v, g = _data(shape)
+    xs = [nr.tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
+    out = nr.scaled_dot_product_attention(*xs, is_causal=True)
+    got = [out[:1].numpy()] + [t[:1].numpy() for t in nr.autograd.grad([out], xs, [nr.tensor(
+        g, device=device)])]
+    ts = [torch.tensor(a[:1], dtype=torch.float64, requires_grad=True) for a in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*ts, is_causal=True)
+    want = [ref.detach()] + list(torch.autograd.grad([ref], ts, [torch.tensor(g[:1]).double()]))
+    return max(float(np.max(np.abs(x - w.numpy()) / (np.abs(w.numpy()) + 1)))
+               for x, w in zip(got, want))
+
+
+def bench_numr(device, shape, reps, tile=None, checked=False):
     if tile is not None:
         nr.get_backend(device).attn_tile = tile
     fwd, fwd_bwd = _calls(nr, lambda a, rg: nr.tensor(a, device=device, requires_grad=rg), shape,
                           nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad)
-    return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
+    res = {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
+    if checked:
+        res["max_err"] = check(device, shape)
+    return res
 
 
 def bench_torch(shape, reps):
@@ -106,6 +130,7 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
     p.add_argument("--tiles", default=None, help="webgpu: NUMR_WEBGPU_ATTN_TILE values, ;-separated")
+    p.add_argument("--check", action="store_true", help="numr's errors against torch float64")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -120,7 +145,7 @@ def main():
             for tile in tiles:
                 who = "numr_" + dev + (f"[{tile}]" if tile else "")
                 try:
-                    row[who] = bench_numr(dev, shape, a.reps, tile)
+                    row[who] = bench_numr(dev, shape, a.reps, tile, a.check)
                 except nr.NumrError as e:   # a tile that does not fit this device
                     row[who] = {"error": f"{type(e).__name__}: {e}"}
         try:
@@ -129,8 +154,8 @@ def main():
             row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
         print(_name(key), json.dumps(row), flush=True)
     print("| shape | who | forward ms | forward + backward ms | x torch (fwd / fwd+bwd) "
-          "| TFLOP/s (fwd / fwd+bwd) |")
-    print("|---|---|---:|---:|---:|---:|")
+          "| TFLOP/s (fwd / fwd+bwd) | max err |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for key in a.shapes.split(","):
         row = res["shapes"][_name(key)]
         ff, fb = _flops(SHAPES[key])
@@ -140,8 +165,9 @@ def main():
                 continue
             ratio = (f"{r['fwd_ms'] / ref['fwd_ms']:.2f} / {r['fwd_bwd_ms'] / ref['fwd_bwd_ms']:.2f}"
                      if "fwd_ms" in ref else "")
+            err = f"{r['max_err']:.2g}" if "max_err" in r else ""
             print(f"| {_name(key)} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} | "
-                  f"{ff / r['fwd_ms'] / 1e9:.3g} / {fb / r['fwd_bwd_ms'] / 1e9:.3g} |")
+                  f"{ff / r['fwd_ms'] / 1e9:.3g} / {fb / r['fwd_bwd_ms'] / 1e9:.3g} | {err} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
