@@ -98,7 +98,7 @@ def test_probe_and_info(be):
     assert info["adapter"] and info["backend"] and isinstance(info["features"], list)
     assert info["limits"]["maxStorageBufferBindingSize"] >= 128 << 20
     assert set(info["knobs"]) == {"max_binding_size", "loop_budget", "gemm_tile", "max_workgroups",
-                                  "fuse", "submit_bytes"}
+                                  "fuse", "submit_bytes", "attn_tile"}
     assert info["pipelines"] >= 0 and info["submits"] >= 0 and "created" in info["pool"]
 
 
@@ -109,13 +109,16 @@ def test_knobs_from_arguments_and_environment(monkeypatch):
     monkeypatch.setenv("NUMR_WEBGPU_MAX_WORKGROUPS", "7")
     monkeypatch.setenv("NUMR_WEBGPU_FUSE", "0")
     monkeypatch.setenv("NUMR_WEBGPU_SUBMIT_BYTES", "0")
+    monkeypatch.setenv("NUMR_WEBGPU_ATTN_TILE", "8x4x8")
     assert backend().info()["knobs"] == {"max_binding_size": 4096, "loop_budget": 1000,
                                          "gemm_tile": "128", "max_workgroups": 7, "fuse": 0,
-                                         "submit_bytes": 0}
+                                         "submit_bytes": 0, "attn_tile": "8x4x8"}
     knobs = backend(max_binding_size=8192, loop_budget=0, gemm_tile="v4w",
-                    max_workgroups=65535, fuse=1, submit_bytes=4096).info()["knobs"]  # arguments win
+                    max_workgroups=65535, fuse=1, submit_bytes=4096,
+                    attn_tile="dq=16x8x4").info()["knobs"]                     # arguments win
     assert knobs == {"max_binding_size": 8192, "loop_budget": 0, "gemm_tile": "v4w",
-                     "max_workgroups": 65535, "fuse": 1, "submit_bytes": 4096}
+                     "max_workgroups": 65535, "fuse": 1, "submit_bytes": 4096,
+                     "attn_tile": "dq=16x8x4"}
     with pytest.raises(BackendUnavailableError, match="submit_bytes"):
         backend(submit_bytes=-1)
     monkeypatch.setenv("NUMR_WEBGPU_GEMM_TILE", "96")

@@ -90,21 +90,20 @@ def test_gather_and_scatter_add_on_strided_views():
 
 
 def _attn_ref(q, k, v, mask=None, causal=False, scale=None):
-    """causal: keys up to the query's position aligned to the end (j <= i + Tk - Tq), as the
-    engine's cpu reference; torch's is_causal aligns to the start, so it is given as a mask."""
+    """causal: torch's is_causal (query i sees keys 0..i, whatever Tq and Tk), as the engine's."""
     qt, kt, vt = (t64(x).requires_grad_() for x in (q, k, v))
     mt = None if mask is None else (torch.tensor(mask) if mask.dtype == np.bool_ else t64(mask))
     out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mt, is_causal=causal, scale=scale)
     return out, (qt, kt, vt)
 
 
-@pytest.mark.parametrize("budget", [0, 600])
+@pytest.mark.parametrize("budget", [0, 200])
 @pytest.mark.parametrize("kind", ["causal", "bool", "float"])
 def test_attention_across_chunks(budget, kind):
-    """Tq != Tk, neither a multiple of anything, head dims 16 / 24; with budget 600 the keys
-    (and the queries of dk / dv) come in several dispatches each."""
+    """Tq != Tk, neither a multiple of a tile, head dims 16 / 24; with budget 200 every tile of
+    keys (of queries for dk / dv) is a dispatch of its own, the running state kept between them."""
     rng = np.random.default_rng(2)
-    Bh, TQ, TK, D, DV = 3, 37, 53, 16, 24
+    Bh, TQ, TK, D, DV = 3, 70, 150, 16, 24
     q = rng.standard_normal((2, Bh, TQ, D)).astype(np.float32)
     k = rng.standard_normal((2, Bh, TK, D)).astype(np.float32)
     v = rng.standard_normal((2, Bh, TK, DV)).astype(np.float32)

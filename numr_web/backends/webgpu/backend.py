@@ -25,7 +25,8 @@ Knobs (constructor argument / environment variable; the argument wins):
                     (0: unlimited). Default 60000 on Mesa llvmpipe, which silently stops an
                     invocation's loops after 65535; long reductions and GEMMs are scheduled within it
   gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w, sg
-                    (launch_gemm.py); also assignable as the attribute `gemm_tile`
+                    (launch_gemm.py); attn_tile NUMR_WEBGPU_ATTN_TILE: attention tiles, auto
+                    or e.g. "16x8x8" (launch_attention.py); both also assignable attributes
   max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535)
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
@@ -64,7 +65,7 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
     def __init__(self, adapter=None, max_binding_size=None, loop_budget=None, gemm_tile=None,
-                 max_workgroups=None, fuse=None, submit_bytes=None):
+                 max_workgroups=None, fuse=None, submit_bytes=None, attn_tile=None):
         self.adapter = adapter or shared_adapter()
         lim = self.adapter.limits
         binding = int(lim.get("maxStorageBufferBindingSize") or (128 << 20))
@@ -76,6 +77,7 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
             LLVMPIPE_LOOP_BUDGET if "llvmpipe" in str(getattr(self.adapter, "name", "")).lower()
             else 0)
         self.gemm_tile = knob("gemm_tile", gemm_tile, str) or "auto"
+        self.attn_tile = knob("attn_tile", attn_tile, str) or "auto"
         # the dispatcher (dispatch.py): records launches, owns the arena, pool and pipelines
         self.d = Dispatcher(self.adapter, binding - binding % 4,
                             knob("max_workgroups", max_workgroups) or 65535)
@@ -128,7 +130,8 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         d["max_binding_bytes_used"] = self.binding_limit
         d["knobs"] = {"max_binding_size": self.binding_limit, "loop_budget": self.loop_budget,
                       "gemm_tile": self.gemm_tile, "max_workgroups": self.d.max_workgroups,
-                      "fuse": int(self.fuse), "submit_bytes": self.submit_bytes}
+                      "fuse": int(self.fuse), "submit_bytes": self.submit_bytes,
+                      "attn_tile": self.attn_tile}
         d["pool"] = self.pool.stats()
         d["pipelines"] = len(self.kernels)
         d["submits"] = self.d.submits

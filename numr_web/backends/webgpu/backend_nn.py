@@ -147,18 +147,29 @@ class NNPrimitives:
         dk = self.binary("mul", self.matmul(self.permute(ds, _swap_last(ds.ndim)), q), float(scale))
         return dq, dk, dv
 
+    @property
+    def attn_tile(self):
+        """The attention kernels' tiles: "auto" (launch_attention.TILES) or a knob value such as
+        "16x8x8" / "fwd=16x8x8,dq=16x8x8,dkv=16x8x4" (NUMR_WEBGPU_ATTN_TILE)."""
+        return self._attn_tile
+
+    @attn_tile.setter
+    def attn_tile(self, spec):
+        self._attn_tiles = attn.parse_tiles(spec)
+        self._attn_tile = str(spec)
+
     def attention(self, q, k, v, mask, causal, scale):
         lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
         if self._composed(q, k, v) and B and TQ and TK:
             return self._attention_composed(q, k, v, mask, causal, scale)
         out = self.d.alloc(lead + (TQ, v.shape[-1]), q.dtype)
-        lse = self.d.alloc(lead + (TQ,), q.dtype)
+        lse = self.d.alloc(lead + (TQ,), float32)          # float32 whatever q's dtype
         if B and TQ:
             if TK == 0:
                 return self.full(out.shape, 0.0, q.dtype), \
-                    self.full(lse.shape, float("-inf"), q.dtype)
+                    self.full(lse.shape, float("-inf"), float32)
             attn.forward(self.d, qc, kc, vc, mask, causal, scale, out, lse, B, TQ, TK,
-                         self.loop_budget)
+                         self.loop_budget, self._attn_tiles)
         return out, lse
 
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
@@ -167,15 +178,10 @@ class NNPrimitives:
             return tuple(self.full(t.shape, 0, q.dtype) for t in (q, k, v))
         if self._composed(q, k, v):
             return self._attention_backward_composed(do, q, k, v, out, lse, mask, causal, scale)
-        dq, dk, dv = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
-                                   self._fresh(lse), mask, causal, scale, B, TQ, TK,
-                                   self.loop_budget)
-        out = []
-        for g, t, s in ((dq, q, scale), (dk, k, scale), (dv, v, None)):
-            g = self.slice(g, ((0, g.shape[0], 1), (0, t.shape[-1], 1)))   # the vec4 padding off
-            g = self.astype(g if s is None else self.binary("mul", g, float(s)), q.dtype)
-            out.append(self.reshape(g, t.shape))
-        return tuple(out)
+        grads = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
+                              self._fresh(lse), mask, causal, scale, B, TQ, TK,
+                              self.loop_budget, self._attn_tiles)
+        return tuple(self.reshape(g, t.shape) for g, t in zip(grads, (q, k, v)))
 
     # -- convolution -------------------------------------------------------------------------------
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):

@@ -9,7 +9,8 @@ from ...errors import BackendUnavailableError
 
 _KNOB_ENV = {"max_binding_size": "NUMR_WEBGPU_MAX_BINDING", "loop_budget": "NUMR_WEBGPU_LOOP_BUDGET",
              "gemm_tile": "NUMR_WEBGPU_GEMM_TILE", "max_workgroups": "NUMR_WEBGPU_MAX_WORKGROUPS",
-             "fuse": "NUMR_WEBGPU_FUSE", "submit_bytes": "NUMR_WEBGPU_SUBMIT_BYTES"}
+             "fuse": "NUMR_WEBGPU_FUSE", "submit_bytes": "NUMR_WEBGPU_SUBMIT_BYTES",
+             "attn_tile": "NUMR_WEBGPU_ATTN_TILE"}
 LLVMPIPE_LOOP_BUDGET = 60000
 
 

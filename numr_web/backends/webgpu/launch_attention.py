@@ -1,45 +1,164 @@
-"""Launcher of shaders/attention.wgsl: fused softmax attention forward (online softmax, returns
-the log-sum-exp) and backward (probabilities recomputed from it), one invocation per query row
-(per key row for dk / dv). Memory O(T) per row: nothing of size Tq x Tk is stored.
+"""Launcher of shaders/attention.wgsl: fused softmax attention, FlashAttention-2 style. Forward:
+a workgroup per block of query rows walks the key tiles with an online softmax and writes the
+output and each row's log-sum-exp; backward: delta = rowsum(dout * out) (attn_bwd_prep), then one
+kernel per block of key rows accumulating dk, dv over the query tiles (attn_bwd_dkv) and one per
+block of query rows accumulating dq over the key tiles (attn_bwd_dq), both recomputing the
+probabilities from the log-sum-exp (no float atomics in WGSL). Nothing of size Tq x Tk is held.
 
-Each invocation loops over the keys (queries) of one chunk per dispatch: `chunk` picks the chunk
-so that an invocation's loop iterations stay within half the loop budget (Mesa llvmpipe stops an
-invocation after 65535); the running state (max, sum, weighted sums) is kept in f32 buffers
-between them, and the last chunk writes the output and the log-sum-exp.
+Tiles. A kernel's tile is (NRG, NL, SK): NRG row groups of 4 rows (a block of 4 NRG rows), NL
+invocations per row group, SK columns per invocation in each tile of NL SK columns. `TILES` lists
+them per kernel in order of preference; `tiles` takes the first whose outputs fit the registers
+(ceil(head dim / 4 / NL) <= 4 groups of 4 dims) and whose workgroup memory (`layout`) fits the
+device's maxComputeWorkgroupStorageSize (WebGPU's default 16 KiB; browsers, lavapipe 32 KiB; the
+H200's Vulkan driver 48). The knob NUMR_WEBGPU_ATTN_TILE (the backend's `attn_tile`) overrides
+the table: "16x8x8" for every kernel, or per kernel "fwd=16x8x8,dq=16x8x8,dkv=16x8x4".
+
+Loop budget. Each dispatch covers the columns (keys; queries for dk, dv) of one chunk: `chunk`
+picks as many whole tiles as keep an invocation's loop iterations within half the loop budget
+(Mesa llvmpipe stops an invocation after 65535); the running state (the row max and sum, the
+output's or the gradients' running sums) is kept in f32 buffers between the dispatches, and the
+last one writes the results.
 """
 from __future__ import annotations
 
 import struct
 
-from ...errors import BackendLimitError
+from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
-from .contract import ATTENTION, ATTN_MAX_D, ATTN_WG, MAXD
-from .views import coalesce
+from .contract import ATTENTION, ATTN_MAX_D, MAXD
+from .views import GPUArray, coalesce
 
 K = ATTENTION
 L = K.layout
 _FILE = K.name
+KINDS = ("fwd", "dq", "dkv")
+MAX_SK = 16                      # columns per invocation the shader unrolls (`Blk`)
+MAX_GROUPS = 4                   # output groups of 4 dims per invocation (4 NL x 4 dims)
+VEC4_BYTES = 16
+# (NRG, NL, SK) per kernel, in order of preference (see the module docstring; figures in
+# docs/benchmarks.md). The first rows need more than 32 KiB of workgroup memory at head dim 64.
+TILES = {
+    "fwd": ((16, 8, 8), (16, 8, 4), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
+            (4, 8, 1)),
+    "dq": ((16, 8, 8), (16, 8, 4), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
+           (4, 8, 1)),
+    "dkv": ((16, 8, 4), (8, 8, 8), (16, 4, 4), (8, 8, 4), (8, 4, 4), (8, 8, 2), (4, 8, 2),
+            (4, 8, 1)),
+}
 
 
-def chunk(n, per_item, fixed, budget):
-    """Items (keys or queries) per dispatch: all of them without a budget."""
+def parse_tiles(spec):
+    """{kind: (NRG, NL, SK)} of a NUMR_WEBGPU_ATTN_TILE value ({} for "auto")."""
+    spec = str(spec).strip()
+    if spec in ("", "auto"):
+        return {}
+    out = {}
+    try:
+        for part in spec.split(","):
+            kind, _, shape = part.rpartition("=")
+            dims = tuple(int(x) for x in shape.lower().split("x"))
+            if len(dims) != 3 or min(dims) < 1 or dims[2] > MAX_SK or kind not in ("",) + KINDS:
+                raise ValueError
+            for k in ([kind] if kind else KINDS):
+                out[k] = dims
+    except ValueError:
+        raise BackendUnavailableError(
+            f"attention tile {spec!r} (NUMR_WEBGPU_ATTN_TILE): expected 'auto', 'RxLxS' (row "
+            f"groups x lanes x columns per lane, S <= {MAX_SK}) or 'fwd=RxLxS,dq=RxLxS,dkv=RxLxS'"
+        ) from None
+    return out
+
+
+def _pad(n, distinct):
+    """The least stride >= n (in vec4s) at which `distinct` lanes reading rows 0, 1, .. of a
+    tile hit different 16-byte bank groups (8 of them)."""
+    p = max(n, 1)
+    while len({(c * p) % 8 for c in range(distinct)}) < distinct:
+        p += 1
+    return p
+
+
+def _pad_p(nrg, nl):
+    """The least column stride >= nrg of P at which a quarter warp's stores (invocations 0..7:
+    row group li // nl, lane li % nl) hit different bank groups."""
+    lanes = [(li // nl, li % nl) for li in range(min(8, nrg * nl))]
+    p = nrg
+    while len({(c * p + rg) % 8 for rg, c in lanes}) < len(lanes):
+        p += 1
+    return p
+
+
+def layout(kind, tile, d4, dv4):
+    """The override constants of `kind`'s pipeline at `tile` for rows of d4 / dv4 vec4s, with
+    TILE the workgroup memory in vec4s."""
+    nrg, nl, sk = tile
+    bc = nl * sk
+    kp, vp, ps = _pad(d4, min(nl, 8)), _pad(dv4, min(nl, 8)), _pad_p(nrg, nl)
+    c = {"NRG": nrg, "NL": nl, "SK": sk, "D4": d4, "DV4": dv4, "KP": kp, "VP": vp, "PS": ps}
+    if kind == "dkv":               # dout tile at 0, q tile at B0, P, the columns' (lse, delta)
+        c["B0"] = bc * vp
+        c["P0"] = c["B0"] + bc * kp
+        c["R0"] = c["P0"] + bc * ps
+        c["TILE"] = c["R0"] + bc
+    else:                           # k, then v, at 0; P; (fwd) the rows' maxima per lane
+        c["B0"] = 0
+        c["P0"] = bc * max(kp, vp)
+        c["R0"] = c["P0"] + bc * ps
+        c["TILE"] = c["R0"] + (nrg * nl if kind == "fwd" else 0)
+    return c
+
+
+def misfit(kind, tile, d4, dv4, limits):
+    """Why `tile` cannot run `kind` at these head dims on a device with these limits (None: it
+    can)."""
+    nrg, nl, sk = tile
+    outs = {"fwd": (dv4,), "dq": (d4,), "dkv": (d4, dv4)}[kind]
+    wg = int(limits.get("maxComputeWorkgroupStorageSize") or 16384)
+    inv = min(int(limits.get("maxComputeInvocationsPerWorkgroup") or 256),
+              int(limits.get("maxComputeWorkgroupSizeX") or 256))
+    need = layout(kind, tile, d4, dv4)["TILE"] * VEC4_BYTES
+    if any(-(-n // nl) > MAX_GROUPS for n in outs):
+        return f"more than {4 * MAX_GROUPS} output dims per invocation (more lanes needed)"
+    if nrg * nl > inv:
+        return f"{nrg * nl} invocations per workgroup, more than the device's {inv}"
+    if need > wg:
+        return f"{need} bytes of workgroup memory, more than the device's {wg}"
+    return None
+
+
+def tiles(kind, d4, dv4, limits, want=None):
+    """The override constants of `kind`'s tile: `want` ((NRG, NL, SK), from the knob) or the
+    first of TILES[kind] that fits."""
+    for tile in ((want,) if want else TILES[kind]):
+        why = misfit(kind, tile, d4, dv4, limits)
+        if why is None:
+            return layout(kind, tile, d4, dv4)
+    tail = (f"the tile {'x'.join(map(str, want))} (NUMR_WEBGPU_ATTN_TILE) needs {why}; "
+            "use 'auto'" if want else "no tile of launch_attention.TILES fits this device")
+    raise BackendLimitError(f"attention ({kind}) with head dims {4 * d4} / {4 * dv4}: {tail}")
+
+
+def loop_iters(kind, c):
+    """(iterations per tile, iterations per row block outside the tile loop): an upper bound of
+    the loop iterations of one invocation of `kind`'s entry with constants c (counted from the
+    shader's loops: tile loads, score, the row-max exchange, accum)."""
+    nt, bc = c["NRG"] * c["NL"], c["NL"] * c["SK"]
+    ld_k, ld_v = -(-bc * c["D4"] // nt), -(-bc * c["DV4"] // nt)
+    fixed = 8 + MAXD + 2 * c["NL"] + 8 * MAX_GROUPS
+    if kind == "fwd":
+        return 1 + ld_k + ld_v + c["D4"] + c["NL"] + bc, fixed
+    if kind == "dq":
+        return 1 + ld_k + ld_v + c["D4"] + c["DV4"] + bc, fixed
+    return 1 + ld_k + ld_v + -(-bc // nt) + c["D4"] + c["DV4"] + 2 * bc, fixed
+
+
+def chunk(n, per_tile, fixed, bc, items_per_group, budget):
+    """Columns per dispatch: all of them without a budget, else whole tiles of bc columns within
+    half the budget (at least one tile)."""
     if not budget:
         return max(n, 1)
-    room = budget // 2 - fixed
-    return max(1, min(max(n, 1), room // max(1, per_item)))
-
-
-def _grid(d, rows):
-    """One invocation per row, ATTN_WG per workgroup."""
-    return d.grid_wg(-(-rows // ATTN_WG))
-
-
-def _n4(n):
-    return -(-n // 4)
-
-
-def _f32_bits(v):
-    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    room = budget // 2 // max(1, items_per_group) - fixed
+    return bc * max(1, min(-(-max(n, 1) // bc), room // max(1, per_tile)))
 
 
 def check_dims(D, DV):
@@ -48,9 +167,14 @@ def check_dims(D, DV):
                                 f"most {ATTN_MAX_D} values per row")
 
 
+def _f32_bits(v):
+    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+
+
 def _words(B, TQ, TK, D, DV, scale, mask):
     w = L.new()
-    w[L.TQ], w[L.TK], w[L.D], w[L.DV], w[L.SCALE] = TQ, TK, D, DV, _f32_bits(scale)
+    w[L.B], w[L.TQ], w[L.TK], w[L.D], w[L.DV] = B, TQ, TK, D, DV
+    w[L.SCALE] = _f32_bits(scale)
     if mask is not None:
         nb = mask.ndim - 2
         bshape, (bstr,) = coalesce(list(mask.shape[:nb]), [list(mask.strides[:nb])])
@@ -67,9 +191,11 @@ def _bind(d, t):
     return d.bind(t, t.offset, t.span())
 
 
-def _common(d, q, k, v, mask, w):
+def _operands(d, q, k, v, mask, w, do=None):
     bufs = {}
-    for name, t in (("q", q), ("k", k), ("v", v)):
+    for name, t in (("q", q), ("k", k), ("v", v), ("dout", do)):
+        if t is None:
+            continue
         bufs[name], rel = _bind(d, t)
         if rel:
             raise BackendLimitError("attention operands must start on a binding boundary")
@@ -78,66 +204,96 @@ def _common(d, q, k, v, mask, w):
     return bufs
 
 
-def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget):
+class _Plan:
+    """One kernel's launches: constants, grid, and the column chunks of the loop budget."""
+
+    def __init__(self, d, kind, q, v, mask, causal, rows, cols, B, budget, tile):
+        D, DV = q.shape[-1], v.shape[-1]
+        c = tiles(kind, -(-D // 4), -(-DV // 4), d.adapter.limits, tile)
+        self.consts = dict(c, HAS_MASK=int(mask is not None), CAUSAL=int(causal),
+                           VEC=int(D % 4 == 0 and DV % 4 == 0))
+        items = B * -(-rows // (4 * c["NRG"]))
+        self.grid = d.grid_wg(items)
+        per_group = -(-items // (self.grid[0] * self.grid[1]))
+        self.bc = c["NL"] * c["SK"]
+        self.step = chunk(cols, *loop_iters(kind, c), self.bc, per_group, budget)
+        self.cols = cols
+
+    def chunks(self):
+        """(first, end, FIRST, LAST) of each dispatch's columns."""
+        n = max(self.cols, 1)
+        return [(j0, min(n, j0 + self.step), int(j0 == 0), int(j0 + self.step >= n))
+                for j0 in range(0, n, self.step)]
+
+    def launch(self, d, entry, dtype, w, bufs):
+        for j0, j1, first, last in self.chunks():
+            wc = list(w)
+            wc[L.J0], wc[L.J1], wc[L.FIRST], wc[L.LAST] = j0, j1, first, last
+            d.launch(_FILE, entry, dtype, self.consts, wc, bufs, self.grid)
+
+
+def _state(d, plan, rows):
+    """The f32 running-state buffer of a chunked kernel (vec4 rows), or None (one dispatch)."""
+    if len(plan.chunks()) == 1:
+        return None
+    return d.alloc((max(rows, 1), 4), float32)
+
+
+def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget, tile=None):
     """q (B*TQ, D), k (B*TK, D), v (B*TK, DV) dense from element 0 of fresh buffers; mask: a
-    float view of (batch..., TQ, TK) or None. Writes out (B, TQ, DV) and lse (B, TQ)."""
+    float view of (batch..., TQ, TK) or None. Writes out (B, TQ, DV) and lse (B, TQ) float32."""
     D, DV = q.shape[-1], v.shape[-1]
     check_dims(D, DV)
     w = _words(B, TQ, TK, D, DV, scale, mask)
-    rows = B * TQ
-    w[L.ROWS] = rows
-    consts = {"HAS_MASK": int(mask is not None), "CAUSAL": int(causal)}
-    kc = chunk(TK, _n4(D) + _n4(DV) + 4, 3 * _n4(DV) + _n4(D) + DV + 16, budget)
-    state = rows if kc < TK else 1                # the running state, kept between chunks
-    acc = d.alloc((state, 4 * _n4(DV)), float32)
-    ml = d.alloc((state, 2), float32)
-    bufs = _common(d, q, k, v, mask, w)
-    bufs["acc"], _ = _bind(d, acc)
-    bufs["ml"], _ = _bind(d, ml)
-    bufs["out"], _ = _bind(d, out)
+    plan = _Plan(d, "fwd", q, v, mask, causal, TQ, TK, B, budget, (tile or {}).get("fwd"))
+    bufs = _operands(d, q, k, v, mask, w)
+    bufs["res"], _ = _bind(d, out)
     bufs["lse"], _ = _bind(d, lse)
-    for j0 in range(0, max(TK, 1), kc):
-        wc = list(w)
-        wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
-        wc[L.LAST] = int(j0 + kc >= TK)
-        d.launch(_FILE, "attn_fwd", q.dtype, consts, wc, bufs, _grid(d, rows))
+    w[L.ST2] = B * TQ * -(-DV // 4)
+    st = _state(d, plan, w[L.ST2] + B * TQ)
+    if st is not None:
+        bufs["st"], _ = _bind(d, st)
+    plan.launch(d, "attn_fwd", q.dtype, w, bufs)
     return out, lse
 
 
-def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget):
-    """-> (dq / scale, dk / scale, dv) as new float32 arrays (B*TQ, D4), (B*TK, D4), (B*TK, DV4)
-    (head dims padded to whole vec4s: the caller slices them); every operand dense from element 0."""
+def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, tile=None):
+    """-> (dq, dk, dv) in q's dtype, shaped (B*TQ, D), (B*TK, D), (B*TK, DV) (dk and dv views of
+    one buffer); every operand dense from element 0 of its buffer, lse float32."""
     D, DV = q.shape[-1], v.shape[-1]
     check_dims(D, DV)
+    tile = tile or {}
     w = _words(B, TQ, TK, D, DV, scale, mask)
-    consts = {"HAS_MASK": int(mask is not None), "CAUSAL": int(causal)}
-    ld = d.alloc((B * TQ, 2), float32)
-    dq = d.alloc((B * TQ, 4 * _n4(D)), float32)
-    dk = d.alloc((B * TK, 4 * _n4(D)), float32)
-    dv = d.alloc((B * TK, 4 * _n4(DV)), float32)
     w[L.ROWS] = B * TQ
+    ld = d.alloc((B * TQ, 2), float32)
     pb = {}
     pb["dout"], _ = _bind(d, do)
     pb["out_in"], _ = _bind(d, out)
     pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
-    d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, _grid(d, B * TQ))
-    bufs = _common(d, q, k, v, mask, w)
-    bufs["dout"], bufs["ld"] = pb["dout"], pb["ld"]
-    qb = dict(bufs)
-    qb["dq"], _ = _bind(d, dq)
-    kc = chunk(TK, 2 * _n4(D) + _n4(DV) + 4, 3 * _n4(D) + 2 * _n4(DV) + 16, budget)
-    for j0 in range(0, max(TK, 1), kc):
-        wc = list(w)
-        wc[L.J0], wc[L.J1], wc[L.FIRST] = j0, min(TK, j0 + kc), int(j0 == 0)
-        d.launch(_FILE, "attn_bwd_dq", q.dtype, consts, wc, qb, _grid(d, B * TQ))
-    kb = dict(bufs)
-    kb["dk"], _ = _bind(d, dk)
-    kb["dv"], _ = _bind(d, dv)
-    w[L.ROWS] = B * TK
-    qc = chunk(TQ, 2 * _n4(D) + _n4(DV) + 4, 4 * _n4(D) + 4 * _n4(DV) + 16, budget)
-    for i0 in range(0, max(TQ, 1), qc):
-        wc = list(w)
-        wc[L.J0], wc[L.J1], wc[L.FIRST] = i0, min(TQ, i0 + qc), int(i0 == 0)
-        d.launch(_FILE, "attn_bwd_dkv", q.dtype, consts, wc, kb, _grid(d, B * TK))
+    d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
+    bufs = _operands(d, q, k, v, mask, w, do)
+    bufs["ld"] = pb["ld"]
+
+    dq = d.alloc((B * TQ, D), q.dtype)
+    plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"))
+    st = _state(d, plan, B * TQ * -(-D // 4))
+    qb = dict(bufs, res=_bind(d, dq)[0])
+    if st is not None:
+        qb["st"], _ = _bind(d, st)
+    plan.launch(d, "attn_bwd_dq", q.dtype, w, qb)
+
+    plan = _Plan(d, "dkv", q, v, mask, causal, TK, TQ, B, budget, tile.get("dkv"))
+    nk = B * TK * D
+    vo = -(-nk // 128) * 128              # dv from a binding boundary (and a whole vec4)
+    g = d.alloc((vo + B * TK * DV,), q.dtype)
+    w[L.RES_V] = vo
+    w[L.ST2] = B * TK * -(-D // 4)
+    st = _state(d, plan, w[L.ST2] + B * TK * -(-DV // 4))
+    kb = dict(bufs, res=_bind(d, g)[0])
+    if st is not None:
+        kb["st"], _ = _bind(d, st)
+    plan.launch(d, "attn_bwd_dkv", q.dtype, w, kb)
+    dk = GPUArray(g.storage, (B * TK, D), q.dtype)
+    dv = GPUArray(g.storage, (B * TK, DV), q.dtype, offset=vo)
     return dq, dk, dv
