@@ -116,12 +116,13 @@ def bench_torch(shape, reps):
 
 
 def auto_tiles(device, shape):
-    """{kernel: "RxLxS"} the webgpu tile table picks on this device at `shape`'s head dim."""
+    """{kernel: "RxLxS"} the webgpu tile table picks on this device at `shape`'s head dim and
+    sequence length."""
     from numr_web.backends.webgpu import launch_attention as la
     d4 = -(-shape[-1] // 4)
     lim = nr.get_backend(device).adapter.limits
-    return {k: "x".join(str(la.tiles(k, d4, d4, lim)[n]) for n in ("NRG", "NL", "SK"))
-            for k in la.KINDS}
+    return {k: "x".join(str(la.tiles(k, d4, d4, lim, cols=shape[-2])[n])
+                        for n in ("NRG", "NL", "SK")) for k in la.KINDS}
 
 
 def main():

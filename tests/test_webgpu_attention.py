@@ -151,3 +151,13 @@ def test_float16_with_float32_accumulation(case):
     want = _truth(q, k, v, g, mask, case == "causal")
     _close(got[:1], want[:1], EPS16 / 2)
     _close(got, want, 2 * EPS16)
+
+
+def test_long_sequences_take_their_own_first_tiles():
+    from numr_web.backends.webgpu import launch_attention as la
+    short = {k: la.tiles(k, 16, 16, LIMITS["h200"], cols=256) for k in la.KINDS}
+    long_ = {k: la.tiles(k, 16, 16, LIMITS["h200"], cols=la.LONG) for k in la.KINDS}
+    for kind, tile in la.LONG_TILES.items():
+        assert (long_[kind]["NRG"], long_[kind]["NL"], long_[kind]["SK"]) == tile
+        assert (short[kind]["NRG"], short[kind]["NL"], short[kind]["SK"]) == la.TILES[kind][0]
+    assert long_["dq"] == short["dq"]

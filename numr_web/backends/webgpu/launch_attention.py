@@ -46,6 +46,12 @@ TILES = {
             (4, 8, 1)),
 }
 
+# first choices from LONG columns (keys; queries for dkv): on the H200, 8x16x1024x64 causal forward
+# 2.11 -> 1.77 ms with 16x8x4, backward with dkv 16x4x4 0.6 ms less; at 256 keys both lose
+# (docs/benchmarks.md, "webgpu: tiled attention")
+LONG = 1024
+LONG_TILES = {"fwd": (16, 8, 4), "dkv": (16, 4, 4)}
+
 
 def parse_tiles(spec):
     """{kind: (NRG, NL, SK)} of a NUMR_WEBGPU_ATTN_TILE value ({} for "auto")."""
@@ -126,10 +132,13 @@ def misfit(kind, tile, d4, dv4, limits):
     return None
 
 
-def tiles(kind, d4, dv4, limits, want=None):
+def tiles(kind, d4, dv4, limits, want=None, cols=0):
     """The override constants of `kind`'s tile: `want` ((NRG, NL, SK), from the knob) or the
-    first of TILES[kind] that fits."""
-    for tile in ((want,) if want else TILES[kind]):
+    first of TILES[kind] that fits (LONG_TILES first for at least LONG columns)."""
+    table = TILES[kind]
+    if cols >= LONG and kind in LONG_TILES:
+        table = (LONG_TILES[kind],) + table
+    for tile in ((want,) if want else table):
         why = misfit(kind, tile, d4, dv4, limits)
         if why is None:
             return layout(kind, tile, d4, dv4)
@@ -209,7 +218,7 @@ class _Plan:
 
     def __init__(self, d, kind, q, v, mask, causal, rows, cols, B, budget, tile):
         D, DV = q.shape[-1], v.shape[-1]
-        c = tiles(kind, -(-D // 4), -(-DV // 4), d.adapter.limits, tile)
+        c = tiles(kind, -(-D // 4), -(-DV // 4), d.adapter.limits, tile, cols)
         self.consts = dict(c, HAS_MASK=int(mask is not None), CAUSAL=int(causal),
                            VEC=int(D % 4 == 0 and DV % 4 == 0))
         items = B * -(-rows // (4 * c["NRG"]))
