@@ -131,6 +131,10 @@ CASES = [
     ("expand", ["expand"], lambda a: a.expand(3, 2, 4) * 1.0, lambda a: np.broadcast_to(a, (3, 2, 4)) * 1.0, [R(2, 1)]),
     ("slice", ["slice", "unslice"], lambda a: a[1:, ::2] * 2, lambda a: a[1:, ::2] * 2, [R(4, 5)]),
     ("index_int", ["slice"], lambda a: a[1, ..., None], lambda a: a[1, ..., None], [R(3, 4)]),
+    ("split", ["split", "concat"], lambda a: (lambda p: p[0] * 2 + p[2])(a.split([2, 1, 2], dim=1)),
+     lambda a: a[:, :2] * 2 + a[:, 3:], [R(3, 5)]),          # the unused piece's gradient is 0
+    ("chunk", ["split", "concat"], lambda a: (lambda p: p[1] * p[0])(a.chunk(2, dim=0)),
+     lambda a: a[2:] * a[:2], [R(4, 3)]),
     ("concat", ["concat"], lambda a, b: nr.concat([a, b], axis=1), lambda a, b: np.concatenate([a, b], 1),
      [R(2, 3), R(2, 2)]),
     ("stack", ["concat", "reshape"], lambda a, b: nr.stack([a, b], axis=0), lambda a, b: np.stack([a, b]),
