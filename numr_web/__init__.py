@@ -14,7 +14,7 @@ from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
 from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
                      IndexOutOfRangeError,
                      GradientError, KernelError, NumrError, ShapeError, StateDictError,
-                     UnknownActivationError)
+                     UnknownActivationError, UnsupportedError)
 from .backends import available_devices, get_backend
 from .gradmode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                        no_grad, set_grad_enabled)
@@ -65,6 +65,7 @@ from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
 float, double, half, int = float32, float64, float16, int32  # noqa: A001  (torch.float ...)
+long = int64 = int32          # torch's 64-bit integer names: int32 is the widest integer (README)
 cat = concat
 clip = clamp
 

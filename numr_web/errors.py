@@ -12,6 +12,7 @@ before any work reaches a device (a bad argument never loses a GPU device).
     ├── BackendLimitError(RuntimeError)  hardware limits
     ├── GradientError(RuntimeError)  autograd misuse
     ├── KernelError(RuntimeError)  a GPU kernel failed
+    ├── UnsupportedError(NotImplementedError)  a torch feature numr_web does not provide
     └── DistributedError(RuntimeError)  a collective failed (a rank died, timed out, mismatched)
 
 The second base is the built-in class torch raises in the same situation, so code written for
@@ -122,6 +123,16 @@ class KernelError(NumrError, RuntimeError):
     """A GPU kernel failed to compile or validate, or the device was lost. Names the kernel.
 
     KernelError: elementwise.unary[float32,OP=2]: <the WGSL compiler's message>
+    """
+
+
+class UnsupportedError(NumrError, NotImplementedError):
+    """A PyTorch name or argument numr_web.torch does not provide, or provides with other
+    semantics: says what differs and what to use instead (README: "Running PyTorch code").
+
+    >>> torch.nn.LSTM(8, 16, proj_size=4)
+    UnsupportedError: LSTM(proj_size=...) is not supported; use proj_size=0 and a Linear layer
+    on the output
     """
 
 
