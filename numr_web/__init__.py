@@ -39,6 +39,7 @@ from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cum
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
+from .ops.sampling import bernoulli, multinomial, normal, poisson
 from .ops.torch_functions import (broadcast_shapes, broadcast_tensors, broadcast_to, cosine_similarity,
                                   cross, einsum, fmax, fmin, from_numpy, hypot, index_add, kron, logaddexp,
                                   masked_select, meshgrid, nonzero, randperm, scatter_add,
