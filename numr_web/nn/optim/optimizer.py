@@ -5,6 +5,7 @@ back, so it queues on a GPU without waiting. The engine has no in-place ops, so 
 the new values and re-points the parameter at them (its identity stays; see _core.rebind)."""
 from __future__ import annotations
 
+import collections
 import math
 
 from .. import _core
@@ -17,7 +18,7 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}                  # parameter -> dict of its state
+        self.state = collections.defaultdict(dict)   # parameter -> dict of its state (torch's)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise NumrError("params must be an iterable of Tensors (or of dicts with 'params'), "
@@ -105,7 +106,7 @@ class Optimizer:
         for s, g in zip(saved, self.param_groups):
             by_index.update(zip(s["params"], g["params"]))
             g.update({k: v for k, v in s.items() if k != "params"})
-        self.state = {}
+        self.state = collections.defaultdict(dict)
         for i, s in state_dict["state"].items():
             p = by_index[int(i)]
             self.state[p] = {k: _to_param(v, p) for k, v in s.items()}
