@@ -201,6 +201,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         raise UnsupportedError("torch.load(map_location=...) takes a device here (a string or a "
                                "torch.device), not a function or a dict")
     device = normalize_device(map_location) if map_location is not None else None
+    if bytes(buf[:4]) == b"PK\x03\x04":
+        raise UnsupportedError("this is a file written by PyTorch's torch.save (a zip archive), "
+                               "which numr_web does not read; in PyTorch, save the state dict as "
+                               "safetensors (safetensors.torch.save_file(model.state_dict(), "
+                               "path)) and load that here")
     if _is_safetensors(buf):
         tensors = st.load(buf, device=device)
         tree = st.load_metadata(buf).get(TREE_KEY)

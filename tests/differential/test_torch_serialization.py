@@ -142,3 +142,9 @@ def test_map_location_and_file_objects(device):
         ntorch.load(b"\x00" * 16)
     with pytest.raises(nr.UnsupportedError):
         ntorch.load(io.BytesIO(buf.getvalue()), map_location=lambda s, loc: s)
+
+
+def test_pytorch_zip_checkpoints_are_refused_with_what_to_do(tmp_path):
+    torch.save({"w": torch.ones(2)}, tmp_path / "torch.pt")
+    with pytest.raises(nr.UnsupportedError, match="safetensors"):
+        ntorch.load(tmp_path / "torch.pt")
