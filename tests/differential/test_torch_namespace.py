@@ -418,3 +418,43 @@ def test_torch_code_runs_without_numpy_on_webgpu():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["4", "True"]
+
+
+def test_the_rest_of_readmes_unsupported_table():
+    for name in ("linalg", "func", "vmap", "sparse", "fx", "export", "hub", "profiler",
+                 "distributed", "quantization", "complex64", "FloatTensor"):
+        assert not hasattr(ntorch, name), name
+    with pytest.raises(nr.UnsupportedError):
+        ntorch.onnx.export(ntorch.nn.Linear(2, 2), ntorch.ones(1, 2), "m.onnx")
+    with pytest.raises(nr.UnsupportedError, match="compose"):
+        class Square(ntorch.autograd.Function):          # noqa: F841
+            @staticmethod
+            def forward(ctx, x):
+                return x * x
+    with pytest.raises(nr.UnsupportedError, match="pad the sequences"):
+        ntorch.nn.utils.rnn.pack_padded_sequence(ntorch.ones(3, 2, 1), [3, 2])
+    with pytest.raises(nr.UnsupportedError):
+        ntorch.nn.LSTM(2, 4, proj_size=2)
+    with pytest.raises(nr.UnsupportedError):
+        ntorch.nn.MultiheadAttention(4, 2, add_bias_kv=True)
+    with pytest.raises(nr.UnsupportedError):
+        ntorch.nn.functional.embedding(ntorch.tensor([0]), ntorch.ones(2, 2),
+                                       scale_grad_by_freq=True)
+    seqs = [ntorch.ones(3, 2), ntorch.zeros(1, 2)]
+    tseqs = [torch.ones(3, 2), torch.zeros(1, 2)]
+    for kw in (dict(), dict(batch_first=True, padding_value=-1.0)):
+        assert ntorch.nn.utils.rnn.pad_sequence(seqs, **kw).tolist() == \
+            torch.nn.utils.rnn.pad_sequence(tseqs, **kw).tolist()
+
+
+def test_autograd_namespace_matches_torch():
+    x = ntorch.tensor([1.0, 2.0], requires_grad=True)
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    g, = ntorch.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+    tg, = torch.autograd.grad((tx ** 3).sum(), [tx], create_graph=True)
+    assert g.tolist() == tg.tolist()
+    ntorch.autograd.backward([g.sum()])
+    torch.autograd.backward([tg.sum()])
+    assert x.grad.tolist() == tx.grad.tolist()
+    with ntorch.autograd.no_grad():
+        assert not (x * 2).requires_grad
