@@ -13,12 +13,15 @@ before any work reaches a device (a bad argument never loses a GPU device).
     ├── GradientError(RuntimeError)  autograd misuse
     ├── KernelError(RuntimeError)  a GPU kernel failed
     ├── UnsupportedError(NotImplementedError)  a torch feature numr_web does not provide
+    │   └── UnsupportedAttributeError(AttributeError)  a torch name numr_web.torch lacks
+    ├── WeightsOnlyUnpicklingError(pickle.UnpicklingError)  torch.load met a global not allowed
     └── DistributedError(RuntimeError)  a collective failed (a rank died, timed out, mismatched)
 
 The second base is the built-in class torch raises in the same situation, so code written for
 torch (`except RuntimeError`, `except ValueError`) catches these too. Each class below shows one
 message it carries.
 """
+import pickle
 
 
 class NumrError(Exception):
@@ -133,6 +136,26 @@ class UnsupportedError(NumrError, NotImplementedError):
     >>> torch.nn.LSTM(8, 16, proj_size=4)
     UnsupportedError: LSTM(proj_size=...) is not supported; use proj_size=0 and a Linear layer
     on the output
+    """
+
+
+class UnsupportedAttributeError(UnsupportedError, AttributeError):
+    """A torch name numr_web.torch does not have. Also an AttributeError, so hasattr(torch, name)
+    is False and getattr(torch, name, default) gives the default.
+
+    >>> torch.jit
+    UnsupportedAttributeError: torch.jit: TorchScript (torch.jit) is not supported: run the module
+    as it is; torch.compile is accepted and returns the model unchanged
+    """
+
+
+class WeightsOnlyUnpicklingError(NumrError, pickle.UnpicklingError):
+    """torch.load(weights_only=True) of a pickle naming a class that is not allowed (PyTorch
+    raises pickle.UnpicklingError there too).
+
+    >>> torch.load("model.pt")
+    WeightsOnlyUnpicklingError: Weights only load failed: model.Net is not an allowed global. ...
+    allow it: torch.serialization.add_safe_globals([Net]) or ...
     """
 
 

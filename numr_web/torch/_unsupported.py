@@ -4,11 +4,7 @@ name) naming the module, the name and, for the names in the module's table, what
 README's "not supported" table lists the same entries."""
 from __future__ import annotations
 
-from ..errors import UnsupportedError
-
-
-class UnsupportedAttributeError(UnsupportedError, AttributeError):
-    """A torch name numr_web.torch does not have (an UnsupportedError and an AttributeError)."""
+from ..errors import UnsupportedAttributeError
 
 
 _LEGACY = ("legacy tensor types are not supported: make tensors with torch.tensor(data, "

@@ -27,17 +27,12 @@ import pickle
 from .. import serialization as st
 from ..backends import normalize_device
 from ..devices import Device
-from ..errors import NumrError, UnsupportedError
+from ..errors import UnsupportedError, WeightsOnlyUnpicklingError
 from ..dtypes import get_dtype
 from ..tensor import Tensor, _rebuild
 
 TREE_KEY = "numr_web.torch"
 _SAFETENSORS_MAX_HEADER = 100_000_000
-
-
-class WeightsOnlyUnpicklingError(NumrError, pickle.UnpicklingError):
-    """torch.load(weights_only=True) met a global that is not allowed (torch raises
-    pickle.UnpicklingError there too)."""
 
 
 # -- the tree <-> safetensors ------------------------------------------------------------------
