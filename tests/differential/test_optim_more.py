@@ -212,3 +212,18 @@ def test_sequential_lr_matches_torch():
         s.step()
         ts.step()
         np.testing.assert_allclose(s.get_last_lr(), ts.get_last_lr(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop",
+                                  "Adamax", "NAdam", "RAdam"])
+def test_torchs_implementation_options(name):
+    """foreach= / fused= pick an implementation in torch (same values): accepted;
+    differentiable=True (autograd through the step) is not supported."""
+    p = [nn.Parameter(nr.ones(2))]
+    kw = dict(fused=False) if name in ("SGD", "Adam", "AdamW", "Adagrad") else {}
+    getattr(nn.optim, name)(p, lr=0.1, foreach=False, **kw)
+    getattr(torch.optim, name)([torch.ones(2, requires_grad=True)], lr=0.1, foreach=False, **kw)
+    with pytest.raises(nr.UnsupportedError, match="differentiable"):
+        getattr(nn.optim, name)(p, lr=0.1, differentiable=True)
+    p[0].grad = nr.ones(2)
+    nn.utils.clip_grad_norm_(p, 1.0, foreach=True)

@@ -458,3 +458,13 @@ def test_autograd_namespace_matches_torch():
     assert x.grad.tolist() == tx.grad.tolist()
     with ntorch.autograd.no_grad():
         assert not (x * 2).requires_grad
+
+
+def test_module_half_and_cuda():
+    m, tm = ntorch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    assert m.half() is m and m.weight.dtype == ntorch.half and tm.half().weight.dtype == torch.half
+    if nr.backends.probe("cuda")[0]:
+        assert m.cuda().weight.device.type == "cuda"
+    else:
+        with pytest.raises(nr.BackendUnavailableError):
+            m.cuda()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import struct
 
 from .. import _core
-from .optimizer import Optimizer, _check, _check_adam, _check_common, _is_number, _lerp
+from .optimizer import (Optimizer, _check, _check_adam, _check_common, _is_number, _lerp,
+                        _no_differentiable)
 
 
 def _weight_decay(g, p, group):
@@ -30,6 +31,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check("rho value", rho, _is_number(rho) and 0 <= rho <= 1, "0 <= rho <= 1")
         _check("epsilon value", eps, _is_number(eps) and eps >= 0, "eps >= 0")
@@ -57,6 +59,7 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
                  initial_accumulator_value=0.0, eps=1e-10, foreach=None, *, maximize=False,
                  differentiable=False, fused=None):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check("lr_decay value", lr_decay, _is_number(lr_decay) and lr_decay >= 0,
                "lr_decay >= 0")
@@ -87,6 +90,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check("epsilon value", eps, _is_number(eps) and eps >= 0, "eps >= 0")
         _check("momentum value", momentum, _is_number(momentum) and momentum >= 0,
@@ -120,6 +124,7 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
@@ -155,6 +160,7 @@ class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
         _check("momentum_decay value", momentum_decay,
@@ -188,6 +194,7 @@ class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,

@@ -126,6 +126,14 @@ def _check(what, value, ok, right):
         raise _core.ShapeError(f"Invalid {what}: {value!r}; expected {right}")
 
 
+def _no_differentiable(differentiable):
+    """torch's foreach= / fused= choose an implementation (same values): accepted and ignored.
+    differentiable=True (autograd through the update) is not supported."""
+    if differentiable:
+        raise _core.UnsupportedError("differentiable=True (autograd through the optimizer step) "
+                                     "is not supported; the step runs under no_grad")
+
+
 def _check_common(lr, weight_decay):
     _check("learning rate", lr, _is_number(lr) and lr >= 0, "lr >= 0")
     _check("weight_decay value", weight_decay, _is_number(weight_decay) and weight_decay >= 0,
@@ -156,7 +164,9 @@ class SGD(Optimizer):
     on the first step); g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check("momentum value", momentum, _is_number(momentum) and momentum >= 0,
                "momentum >= 0")
@@ -190,7 +200,9 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, capturable=False, *, maximize=False):
+                 amsgrad=False, capturable=False, *, maximize=False, foreach=None,
+                 differentiable=False, fused=None):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
@@ -232,12 +244,13 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, capturable=False, *, maximize=False):
+                 amsgrad=False, capturable=False, *, maximize=False, foreach=None,
+                 differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, capturable,
-                         maximize=maximize)
+                         maximize=maximize, differentiable=differentiable)
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale the gradients so that their total norm is at most max_norm (torch's formula: the
     factor is min(1, max_norm / (total + 1e-6))). Returns the total norm as a 0-d Tensor; the
     factor is computed on the device, so nothing is read back (unless error_if_nonfinite)."""
