@@ -33,9 +33,10 @@ from ..errors import UnsupportedError  # noqa: E402,F401
 from ..tensor import Size, Tensor  # noqa: E402,F401
 from ._dtypes import (bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, short,  # noqa: E402,F401
                       uint8, uint16, uint32, uint64)
-from ._functions import (autocast, compile, finfo, get_default_dtype,  # noqa: E402,F401,A004
-                         get_float32_matmul_precision, iinfo, is_floating_point, is_nonzero, max,
-                         min, set_default_dtype, set_float32_matmul_precision)
+from ._functions import (autocast, compile, embedding, finfo,  # noqa: E402,F401,A004
+                         get_default_dtype, get_float32_matmul_precision, iinfo,
+                         is_floating_point, is_nonzero, max, min, set_default_dtype,
+                         set_float32_matmul_precision, where)
 
 long = int64 = int = int32  # noqa: A001  (int32 is the widest integer: README)
 float = float32  # noqa: A001

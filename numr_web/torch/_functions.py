@@ -10,7 +10,9 @@ import contextlib
 from .. import dtypes as dt
 from ..backends import get_backend, probe
 from ..errors import DTypeError, UnsupportedError
-from ..ops.indexing import gather
+from ..ops.elementwise import where as _where
+from ..ops.indexing import embedding as _embedding, gather
+from ..ops.torch_functions import nonzero
 from ..ops.reductions import argmax, argmin, max as _nr_max, min as _nr_min
 from ..tensor import Tensor
 
@@ -137,3 +139,18 @@ def is_floating_point(input):  # noqa: A002
 
 def is_nonzero(input):  # noqa: A002
     return bool(input)
+
+
+def where(condition, input=None, other=None):  # noqa: A002
+    """torch.where(condition, input, other); torch.where(condition) is
+    nonzero(condition, as_tuple=True)."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    return _where(condition, input, other)
+
+
+def embedding(weight, input, padding_idx=-1, scale_grad_by_freq=False, sparse=False):  # noqa: A002
+    """torch.embedding (the weight first, as torch's; F.embedding takes the indices first)."""
+    if scale_grad_by_freq:
+        raise UnsupportedError("embedding(scale_grad_by_freq=True) is not supported")
+    return _embedding(input, weight, None if padding_idx == -1 else padding_idx)

@@ -468,3 +468,13 @@ def test_module_half_and_cuda():
     else:
         with pytest.raises(nr.BackendUnavailableError):
             m.cuda()
+
+
+def test_where_and_embedding_take_torchs_arguments(device):
+    data = [[1.0, -2.0], [3.0, 0.0]]
+    x, tx = ntorch.tensor(data, device=device), torch.tensor(data)
+    assert [t.tolist() for t in ntorch.where(x > 0)] == [t.tolist() for t in torch.where(tx > 0)]
+    assert ntorch.where(x > 0, x, 0.0).tolist() == torch.where(tx > 0, tx, 0.0).tolist()
+    w, tw = ntorch.eye(3, device=device), torch.eye(3)
+    assert ntorch.embedding(w, ntorch.tensor([2, 0], device=device)).tolist() == \
+        torch.embedding(tw, torch.tensor([2, 0])).tolist()
