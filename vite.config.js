@@ -57,7 +57,7 @@ export default defineConfig(({ command }) => {
     base: './',
     publicDir: resolve(here, 'web/public'),
     plugins: [
-      viteStaticCopy({ targets: [{ src: 'lib/**/*', dest: '.' }] }),
+      viteStaticCopy({ structured: true, targets: [{ src: 'lib/**/*', dest: '.' }] }),
       serviceWorker(),
     ],
     server: { host: '127.0.0.1', port: 5173, strictPort: false, headers: ISOLATION },

@@ -26,8 +26,8 @@ export default defineConfig(() => {
     define: { __NUMR_WEB_VERSION__: JSON.stringify(pkg.version) },
     plugins: [viteStaticCopy({
       targets: [
-        { src: PYODIDE_FILES.map((f) => resolve(here, 'node_modules/pyodide', f)), dest: 'pyodide', rename: { stripBase: true } },
-        { src: resolve(wheels, '*'), dest: 'wheels', rename: { stripBase: true } },
+        { src: PYODIDE_FILES.map((f) => resolve(here, 'node_modules/pyodide', f)), dest: 'pyodide' },
+        { src: resolve(wheels, '*'), dest: 'wheels' },
       ],
     })],
     build: {

@@ -4,6 +4,7 @@ the embedding example. Shares the app, server and browser of conftest.py."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -54,10 +55,22 @@ def test_without_jspi(make_app, mode):
     app.assert_clean()
 
 
+def _has_numpy(web_dist):
+    """Whether this build ships Pyodide's numpy (the cpu fallback; scripts/build-web.sh 3b)."""
+    return bool(json.loads((web_dist / "lib" / "wheels" / "manifest.json").read_text()).get("numpy"))
+
+
+NO_NUMPY = ("this build has no numpy for Pyodide (npm's pyodide ships no package wheels and PyPI has "
+            "no Pyodide build of numpy): set NUMR_PYODIDE_PACKAGES for scripts/build-web.sh")
+
+
 @pytest.mark.parametrize("how", ["disabled", "api-missing"])
-def test_no_webgpu(make_app, no_webgpu_browser, browser, how):
-    """Chromium started with WebGPU disabled, and a browser without navigator.gpu at all: every page
-    says what is missing and how to get it; parity and bench say 'skipped: no WebGPU'."""
+def test_no_webgpu(make_app, no_webgpu_browser, browser, web_dist, how):
+    """Chromium started with WebGPU disabled, and a browser without navigator.gpu at all, in a build
+    without the cpu fallback: every page says what is missing and how to get it; parity and bench say
+    'skipped: no WebGPU'. (With the fallback: test_no_webgpu_trains_on_cpu.)"""
+    if _has_numpy(web_dist):
+        pytest.skip("this build has the cpu fallback: test_no_webgpu_trains_on_cpu covers it")
     app = make_app(browser_=no_webgpu_browser if how == "disabled" else browser)
     if how == "api-missing":
         app.page.add_init_script("delete Navigator.prototype.gpu;")
@@ -85,6 +98,43 @@ def test_no_webgpu(make_app, no_webgpu_browser, browser, how):
             assert app.page.inner_text("#bench-status").startswith("skipped: no WebGPU")
         assert app.page.is_hidden("#numr-error")
         app.screenshot(page.split(".")[0])
+    app.assert_clean()
+
+
+CPU_GPT = "layers=1&dim=16&heads=2&context=8&batch=4&steps=3&max_new=20&autostart=1"
+
+
+@pytest.mark.parametrize("mode", ["worker", "main"])
+def test_no_webgpu_trains_on_cpu(make_app, no_webgpu_browser, web_dist, mode):
+    """Chromium without WebGPU and a build with Pyodide's numpy: numr_web runs on the cpu device, the
+    page says so in one line (no error box), the playground (MLP and CNN) and the GPT train, and the
+    parity cases pass on cpu against the same golden values as WebGPU's."""
+    if not _has_numpy(web_dist):
+        pytest.skip(NO_NUMPY)
+    app = make_app(browser_=no_webgpu_browser)
+    app.goto(f"index.html?mode={mode}&{SMALL_TRAIN}")
+    note = app.page.inner_text("#numr-device")
+    assert note.startswith("Running on the cpu device (numpy in Pyodide): no WebGPU:"), note
+    assert "requestAdapter() found no GPU adapter" in note and "--enable-unsafe-webgpu" in note, note
+    assert app.page.locator("#no-webgpu").count() == 0 and app.page.is_hidden("#numr-error")
+    assert app.py("import numr_web as nr\n[nr.ones(2).device, nr.available_devices()]")[0] == "cpu"
+    for query in ("", "&model=cnn&channels=4&hidden=16&epochs=1"):
+        app.goto(f"index.html?mode={mode}&{SMALL_TRAIN}{query}")
+        app.page.click("#train")
+        assert app.wait_state("window.numrTrain.state", ["done", "error", "stopped"]) == "done", \
+            app.page.evaluate("() => window.numrTrain.error")
+        acc = app.page.evaluate("() => window.numrTrain.result.test_acc")
+        print(f"\ncpu in Pyodide ({mode}{query}): test accuracy {acc:.3f}")
+        assert acc >= (0.85 if not query else 0.5)
+    app.goto(f"gpt.html?mode={mode}&{CPU_GPT}")
+    assert app.wait_state("window.numrGPT.state", ["done", "error"]) == "done", \
+        app.page.evaluate("() => window.numrGPT.error")
+    losses = [p["loss"] for p in app.page.evaluate("() => window.numrGPT.losses")]
+    assert len(losses) == 3 and all(0 < v < 10 for v in losses), losses
+    app.goto(f"parity.html?mode={mode}&autorun=1", wait_ready=False)
+    check_parity(app)
+    app.goto("bench.html", wait_ready=False)
+    app.page.wait_for_selector("#bench-status[data-state=skipped]")
     app.assert_clean()
 
 
@@ -205,7 +255,9 @@ def test_embedding_example(app):
     src = ROOT / "web" / "public" / "embed.html"
     assert len(src.read_text().splitlines()) <= 30
     app.goto("embed.html", wait_ready=False)
+    # an icon of its own: browsers do not ask the server for /favicon.ico (a 404 in the console)
+    assert app.page.locator('link[rel="icon"]').count() == 1
     app.page.wait_for_function("() => window.embedResult !== undefined", timeout=120_000)
     text = app.page.evaluate("() => window.embedResult")
-    assert text.startswith("y = [[") and "dy/dx = [[" in text, text
+    assert text.startswith("y = [[") and "dy/dx = [[" in text and text.endswith("on webgpu"), text
     app.assert_clean()

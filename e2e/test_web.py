@@ -283,6 +283,14 @@ def test_training_playground(app):
     """Trains the MLP in the worker to >= 90 % test accuracy while the page stays responsive; shows
     that kernels compile before step 1; the pad classifies during and after training."""
     app.goto(f"index.html?{TRAIN_QUERY}&autostart=1")
+    # Classify before the first step (the kernels compile for seconds): says so, shows no digit
+    app.page.wait_for_selector("#classify:not([disabled])")
+    early = app.page.evaluate("""() => {
+        if (window.numrTrain.losses.length) return 'step 1 came first';
+        document.getElementById('classify').click();
+        return [document.getElementById('classify-error').textContent,
+                document.getElementById('prediction').dataset.value]; }""")
+    assert early[0].startswith("model not trained yet") and early[1] == "", early
     app.wait_state("window.numrTrain.losses.length >= 1 ? 'stepping' : window.numrTrain.state",
                    ["stepping", "error", "done"])
     # classify while the model trains (two tasks in one worker: one trains, one reads under no_grad)
@@ -389,15 +397,25 @@ def test_cnn_option(app):
 
 
 def test_settings_stop_and_error_banner(app):
-    """Bad settings get a message next to their field and start nothing; a failed run shows the red
-    banner, the next run clears it; Stop ends a run within one step and says 'stopped'."""
-    app.goto("index.html?activation=bogus&hidden=16&epochs=1")
+    """Bad settings get a message next to their field and start nothing (URL values too: the default
+    stays); a failed run shows the red banner, the next run clears it; Stop ends a run within one
+    step and says 'stopped'."""
+    app.goto("index.html?activation=bogus&model=rnn&optimizer=adam&hidden=16&epochs=1")
     page = app.page
     page.wait_for_selector("#train:not([disabled])")
-    page.click("#train")                          # the URL's activation is not a valid choice
+    # the URL's choices that are not on the menus: message beside the field, default kept
+    assert page.input_value("#activation") == "relu" and page.input_value("#model") == "mlp"
+    assert "activation=bogus (from the URL) is not one of relu, gelu" in page.inner_text("#activation-error")
+    assert "using relu" in page.inner_text("#activation-error")
+    assert "model=rnn" in page.inner_text("#model-error") and "mlp, cnn" in page.inner_text("#model-error")
+    assert page.inner_text("#optimizer-error") == "" and page.is_hidden("#numr-error")
+    # a run that fails in Python (a menu entry the engine does not know): the red banner
+    page.evaluate("() => { const s = document.getElementById('activation'); s.add(new Option('bogus')); s.value = 'bogus'; }")
+    page.click("#train")
     assert app.wait_state("window.numrTrain.state", ["error", "done"]) == "error"
     assert page.is_visible("#numr-error") and "activation" in page.inner_text("#numr-error")
     page.select_option("#activation", "mish")     # an activation added through the table
+    assert page.inner_text("#activation-error") == ""      # a new choice clears the URL's message
     for field, value, words in [("batch", "0", "at least 1"), ("hidden", "", "enter a number"),
                                 ("lr", "-1", "more than 0"), ("epochs", "2.5", "whole number")]:
         page.fill(f"#{field}", value)
@@ -467,6 +485,19 @@ def test_bench_page(app):
         assert row.locator(".ratio").inner_text().endswith("×")
     assert "lower is better" in page.inner_text("#results thead")
     assert "lower is better" in page.inner_text("#bench-status")
+    # Stop: a long run ends after the iteration in progress; finished rows stay
+    page.fill("#m", "64"); page.fill("#k", "32"); page.fill("#n", "32"); page.fill("#reps", "100")
+    page.fill("#acts", "relu,gelu")
+    page.click("#run")
+    page.wait_for_function("() => /relu .*repetition [2-9]/.test(document.getElementById('bench-status').textContent)",
+                           timeout=120_000)
+    page.click("#stop")
+    assert app.wait_state("document.getElementById('bench-status').dataset.state",
+                          ["stopped", "done", "error"], 60_000) == "stopped"
+    res = page.evaluate("() => window.benchResult")
+    assert res["stopped"] is True and res["rows"] == [], res
+    assert page.inner_text("#bench-status").startswith("stopped during relu, repetition")
+    assert page.is_disabled("#stop") and page.is_enabled("#run")
     app.assert_clean()
 
 

@@ -62,6 +62,7 @@ from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bi
 from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
+from .profiler import profile, record_function
 from .torch_alias import install_as_torch
 from . import nn  # noqa: F401
 

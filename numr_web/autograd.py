@@ -17,6 +17,7 @@ import weakref
 
 from .errors import DeviceError, GradientError
 from .gradmode import backward_mode, is_create_graph, is_grad_enabled
+from .profiler import current as _profiling
 
 
 class Node:
@@ -140,6 +141,13 @@ def _needs_grad(args):
 def apply(op, /, *args, **attrs):
     """Run op.forward on the args' backend handles; record a Node when a gradient is needed.
     forward returns (output handle or tuple of handles, saved dict or None)."""
+    prof = _profiling()
+    if prof is not None:
+        return prof.record(op.name, "op", args[0]._backend, args, _apply, op, args, attrs)
+    return _apply(op, args, attrs)
+
+
+def _apply(op, args, attrs):
     x0 = args[0]
     be = x0._backend
     outs, saved = op.forward(be, *[a._data for a in args], **attrs)
@@ -197,6 +205,10 @@ def _topo_order(roots):
     return order, leaf_uses
 
 
+def _backend_of(grads):
+    return next(g._backend for g in grads if g is not None)
+
+
 def _add(store, key, g):
     prev = store.get(key)
     store[key] = g if prev is None else prev + g
@@ -241,7 +253,11 @@ def run_backward(outputs, grad_outputs, inputs=None, create_graph=False, retain_
             if node.released and node.op.vjp_reads_saved:
                 node._check_alive()
             node._check_versions()
-            grads = node.op.vjp(node, gs[0] if n_out == 1 else tuple(gs))
+            g0 = gs[0] if n_out == 1 else tuple(gs)
+            prof = _profiling()
+            grads = node.op.vjp(node, g0) if prof is None else \
+                prof.record(node.name, "backward", _backend_of(gs), [g for g in gs if g is not None],
+                            node.op.vjp, node, g0)
             for a, ga, (fn, index, rg) in zip(node.args, grads, node.edges):
                 if ga is None or not rg:
                     continue

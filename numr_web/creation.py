@@ -10,6 +10,7 @@ from . import shapes as sh
 from .backends import backend_for_dlpack, get_backend, normalize_device
 from .generator import resolve_seed
 from .errors import BackendLimitError, DTypeError, NumrError, ShapeError
+from .profiler import call as profiled
 from .tensor import Tensor
 
 
@@ -88,7 +89,8 @@ def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _creation_args(shape, dtype, device)
     value = _fill_value(fill_value, dtype)
     be = get_backend(device)
-    return _finish(Tensor._wrap(be.full(shape, value, dtype), dtype, device, be), requires_grad)
+    out = profiled("full", be, (), be.full, shape, value, dtype)
+    return _finish(Tensor._wrap(out, dtype, device, be), requires_grad)
 
 
 def _size_args(args, dtype, device):
@@ -154,8 +156,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
                          "(-2**31..2**31-1), the widest integer dtype; pass dtype='float64'")
     _check_alloc((n,), dtype, device)
     be = get_backend(device)
-    return _finish(Tensor._wrap(be.arange(start, end, step, dtype), dtype, device, be),
-                   requires_grad)
+    out = profiled("arange", be, (), be.arange, start, end, step, dtype)
+    return _finish(Tensor._wrap(out, dtype, device, be), requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
@@ -208,8 +210,8 @@ def _random(kind, size, seed, dtype, device, requires_grad, generator, size_kw):
         raise NumrError(f"seed must be a non-negative int or None, got {seed!r}")
     seed = resolve_seed(seed, generator)
     be = get_backend(device)
-    return _finish(Tensor._wrap(be.random(shape, dtype, seed, kind), dtype, device, be),
-                   requires_grad)
+    out = profiled(f"random_{kind}", be, (), be.random, shape, dtype, seed, kind)
+    return _finish(Tensor._wrap(out, dtype, device, be), requires_grad)
 
 
 def _random_shape(kind, size, size_kw):

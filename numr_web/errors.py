@@ -20,6 +20,10 @@ before any work reaches a device (a bad argument never loses a GPU device).
 The second base is the built-in class torch raises in the same situation, so code written for
 torch (`except RuntimeError`, `except ValueError`) catches these too. Each class below shows one
 message it carries.
+
+A check on values (labels, indices) raises at the call on the cpu; on a GPU it is found at the
+next sync (numr_web/backends/checks.py), and the error names the op and the user's call that
+queued it, also as the attributes `.op` (e.g. "cross_entropy") and `.call_site` ((file, line)).
 """
 import pickle
 
@@ -167,12 +171,3 @@ class DistributedError(NumrError, RuntimeError):
     or hangs
     """
 
-
-class CheckMessage(str):
-    """The message of a check a GPU backend can only make later (Backend.check_later), carrying
-    the class to raise when it fails: CheckMessage("index 9 ...", IndexOutOfRangeError)."""
-
-    def __new__(cls, message, error=ShapeError):
-        self = super().__new__(cls, message)
-        self.error = error
-        return self

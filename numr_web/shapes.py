@@ -66,12 +66,15 @@ def reduced_shape(shape, axes, keepdims):
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def matmul_shapes(a, b, what="matmul"):
-    """Output shape of a @ b for a, b at least 2-D; ShapeError for inner-dimension mismatch."""
+def matmul_shapes(a, b, what="matmul", given=None):
+    """Output shape of a @ b for a, b at least 2-D; ShapeError for inner-dimension mismatch.
+    given: the shapes the user passed, when a 1-D operand was promoted to 2-D (the message names those)."""
     if a[-1] != b[-2]:
+        ga, gb = given or (a, b)
+        b_dim = "first (b is 1-D)" if len(gb) == 1 else "second-to-last"
         raise ShapeError(
-            f"{what}: inner dimensions do not match: a has shape {tuple(a)} (K={a[-1]}) but b has "
-            f"shape {tuple(b)} (K={b[-2]}); a's last dimension must equal b's second-to-last")
+            f"{what}: inner dimensions do not match: a has shape {tuple(ga)} (K={a[-1]}) but b has "
+            f"shape {tuple(gb)} (K={b[-2]}); a's last dimension must equal b's {b_dim}")
     batch = broadcast_shapes(a[:-2], b[:-2])
     return batch + (a[-2], b[-1])
 

@@ -16,6 +16,7 @@ from .backends import get_backend, normalize_device
 from .errors import DTypeError, GradientError, IndexOutOfRangeError, NumrError, ShapeError
 from .formatting import format_tensor
 from .gradmode import no_grad
+from .profiler import scope as profiler_scope
 from .ops.registry import OPS
 
 
@@ -147,10 +148,12 @@ class Tensor:
     # -- host transfer -----------------------------------------------------------------------------
     def numpy(self):
         """A numpy array with this tensor's values (native Python only)."""
-        return self._backend.to_numpy(self._data)
+        with profiler_scope("readback"):
+            return self._backend.to_numpy(self._data)
 
     def tolist(self):
-        return self._backend.to_list(self._data)
+        with profiler_scope("readback"):
+            return self._backend.to_list(self._data)
 
     def item(self):
         if self.size != 1:
@@ -163,7 +166,8 @@ class Tensor:
 
     async def read(self):
         """Awaitable readback (the browser's path; works natively too): nested lists."""
-        return await self._backend.to_list_async(self._data)
+        with profiler_scope("readback"):
+            return await self._backend.to_list_async(self._data)
 
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())

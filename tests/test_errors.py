@@ -11,6 +11,14 @@ def T(*a, **k):
 BAD = [
     ("broadcast", lambda: T([[1.0, 2, 3]]) + T([[1.0, 2]]), nr.ShapeError, "cannot be broadcast"),
     ("inner_dim", lambda: T([[1.0, 2]]) @ T([[1.0, 2]]), nr.ShapeError, "inner dimensions"),
+    # 1-D operands: the message names the shapes given, not the promoted (1, K) / (K, 1)
+    ("inner_dim_1d", lambda: nr.ones(3) @ nr.ones(4), nr.ShapeError,
+     r"a has shape \(3,\) \(K=3\) but b has shape \(4,\) \(K=4\); a's last dimension must equal "
+     r"b's first \(b is 1-D\)$"),
+    ("inner_dim_1d_a", lambda: nr.ones(3) @ nr.ones((4, 5)), nr.ShapeError,
+     r"a has shape \(3,\) \(K=3\) but b has shape \(4, 5\) \(K=4\)"),
+    ("inner_dim_1d_b", lambda: nr.ones((2, 3)) @ nr.ones(4), nr.ShapeError,
+     r"a has shape \(2, 3\) \(K=3\) but b has shape \(4,\) \(K=4\)"),
     ("fused_inner", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((4, 5)), nr.ones(5)),
      nr.ShapeError, "inner dimensions"),
     ("bias_shape", lambda: nr.matmul_bias_activation(nr.ones((2, 3)), nr.ones((3, 5)), nr.ones(4)),

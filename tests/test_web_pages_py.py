@@ -96,6 +96,25 @@ def test_cnn_option_trains(train):
     assert 0 < res["test_acc"] <= 1
 
 
+def test_classify_before_the_first_step_says_not_trained(train):
+    """Between a run's start (the model exists, its kernels compile) and its first step the pad's
+    classify says "model not trained yet" instead of answering with the untrained model."""
+    from concurrent.futures import ThreadPoolExecutor
+    answers = []
+
+    def emit(event):
+        if event["kind"] in ("start", "step") and len(answers) < 2:
+            with ThreadPoolExecutor(1) as pool:      # the page's other task, while this one trains
+                try:
+                    answers.append(pool.submit(asyncio.run, train.classify([8] * 64)).result())
+                except ValueError as e:
+                    answers.append(str(e))
+    cfg = {"hidden": 8, "epochs": 1, "batch": 512, "lr": 0.01, "device": "cpu"}
+    asyncio.run(train.train_run(cfg, emit))
+    assert answers[0].startswith("model not trained yet"), answers[0]
+    assert len(answers[1]) == 10 and sum(answers[1]) == pytest.approx(1.0, abs=1e-5)
+
+
 @pytest.mark.parametrize("bad, words", [({"model": "rnn"}, "model must be one of mlp, cnn"),
                                         ({"model": "cnn", "channels": 0}, "channels must be")])
 def test_cnn_option_settings_checked(train, bad, words):
@@ -109,7 +128,7 @@ def test_playground_offers_every_activation_of_the_table():
 
     import numr_web as nr
     html = (WEB_PY.parent / "index.html").read_text()
-    menu = re.search(r'<select id="activation">(.*?)</select>', html, re.S).group(1)
+    menu = re.search(r'<select id="activation"[^>]*>(.*?)</select>', html, re.S).group(1)
     assert sorted(re.findall(r"<option>(\w+)</option>", menu)) == sorted(n for n in nr.ACT if n != "none")
     pc = _load("parity_cases")
     names = {c.name for c in pc.CASES}

@@ -21,13 +21,19 @@ class ArrayNN:
                 idx.append(xp.arange(n).reshape(shape))
         return tuple(idx)
 
+    # Index values are checked by the ops layer: at once on the cpu; on cuda at the next sync,
+    # so these may run with an index out of range there: CuPy wraps it (no access leaves the
+    # array), and an empty axis, where there is nothing to wrap into, is not indexed at all.
     def gather(self, h, axis, index):
+        if h.shape[axis] == 0:
+            return self.xp.zeros(index.shape, dtype=h.dtype)
         return h[self._index_tuple(index, axis)]
 
     def scatter_add(self, shape, axis, index, src):
         xp = self.xp
         out = xp.zeros(shape, dtype=xp.float32 if src.dtype == xp.float16 else src.dtype)
-        xp.add.at(out, self._index_tuple(index, axis), src)   # sequential: a fixed order
+        if out.size:
+            xp.add.at(out, self._index_tuple(index, axis), src)   # sequential: a fixed order
         return out.astype(src.dtype, copy=False)
 
     # -- normalization -----------------------------------------------------------------------------

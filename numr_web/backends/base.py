@@ -11,10 +11,11 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 """
 from __future__ import annotations
 
-import contextvars
+import time
 
 from ..errors import ShapeError
 from ..host import HostArray, buffer_values
+from .checks import Check, PendingChecks, call_site, failed_checks, stack_flags
 
 
 class Backend:
@@ -44,54 +45,65 @@ class Backend:
         """Whether `obj` (a foreign array) can become a handle of this backend as it is."""
         return False
 
-    # -- checks on values, without a readback --------------------------------------------------------
-    # Pending checks (message -> 0-d bool handle, true: the check failed) are kept per async task
-    # (a ContextVar holding an immutable snapshot): a check queued by one coroutine is raised at
-    # that coroutine's next readback, never in another's, and a task switch inside `binary`
-    # (a first-use kernel compile under JSPI) cannot lose or clear another task's checks.
+    # -- checks on values, without a readback (numr_web/backends/checks.py) ---------------------------
     def _pending(self):
-        var = self.__dict__.get("_checks_var")
-        if var is None:
-            var = self.__dict__["_checks_var"] = contextvars.ContextVar(
-                f"numr_checks_{type(self).__name__}_{id(self)}", default=None)
-        return var
+        pending = self.__dict__.get("_checks")
+        if pending is None:
+            pending = self.__dict__["_checks"] = PendingChecks(
+                f"numr_checks_{type(self).__name__}_{id(self)}")
+        return pending
 
-    def check_later(self, flag, message):
-        """Report ShapeError(message) (or message.error(message) for a CheckMessage) if the 0-d bool handle `flag` is true: at the next readback
-        (a GPU backend must not wait for the device here), like CUDA's device-side asserts."""
-        if flag is None:
-            return
-        var = self._pending()
-        prev = (var.get() or {}).get(message)
-        combined = flag if prev is None else self.binary("maximum", prev, flag)
-        checks = dict(var.get() or {})       # re-read: binary() may have let other work run
-        checks[message] = combined
-        var.set(checks)
-
-    def _take_checks(self):
-        var = self._pending()
-        checks = var.get()
-        var.set(None)
-        return checks or {}
+    def check_later(self, flag, op, text, error=ShapeError):
+        """Raise error(text), naming `op` and the user's call, if the 0-d bool handle `flag` is
+        true: at this thread's / task's next readback (a GPU backend must not wait for the device
+        here), like CUDA's device-side asserts. flag None: nothing to check."""
+        if flag is not None:
+            self._pending().queue(self, Check(op, text, error, call_site()), flag)
 
     def take_checks(self):
         """Remove and return this task's pending checks (step capture sets them aside)."""
-        return self._take_checks()
+        return self._pending().take()
 
     def put_checks(self, checks):
         """Make `checks` (from take_checks) this task's pending checks again."""
-        self._pending().set(dict(checks) if checks else None)
+        self._pending().set(checks)
+
+    def requeue_checks(self, checks):
+        """Queue copies of the flags of `checks` (from take_checks: a captured step's, which each
+        replay rewrites), naming the calls recorded with them."""
+        for check, flag in checks.items():
+            self._pending().queue(self, check, self.copy(flag))
 
     def raise_failed_checks(self):
-        """Called by every synchronous readback before it reads."""
-        for message, flag in self._take_checks().items():
-            if self.to_bytes_unchecked(flag) != b"\x00":
-                raise getattr(message, "error", ShapeError)(message)
+        """Called by every synchronous readback before it reads: one readback of the flags."""
+        checks = self.take_checks()
+        if checks:
+            flags = stack_flags(self, list(checks.values()))
+            _raise_failed(failed_checks(checks, self.to_bytes_unchecked(flags)))
 
     async def raise_failed_checks_async(self):
-        for message, flag in self._take_checks().items():
-            if await self.read_bytes_unchecked_async(flag) != b"\x00":
-                raise getattr(message, "error", ShapeError)(message)
+        checks = self.take_checks()
+        if checks:
+            flags = stack_flags(self, list(checks.values()))
+            _raise_failed(failed_checks(checks, await self.read_bytes_unchecked_async(flags)))
+
+    # -- timing (nr.profile) ----------------------------------------------------------------------
+    def profile_timer(self):
+        """A device timer for nr.profile: `mark()` returns a token placed in the device's work
+        queue now, `elapsed_ms(m0, m1)` the device time between two marks, valid after `finish()`
+        (which waits for the device), `extra_rows()` device work no single op owns, as (name, ms)
+        pairs. The default times on the host: right for a device whose ops run synchronously."""
+        return HostTimer()
+
+    def memory_block(self, h):
+        """(identity, bytes) of the allocation handle h's values live in (nr.profile's bytes):
+        its `storage` (webgpu), else the root of its `base` chain (numpy, CuPy)."""
+        st = getattr(h, "storage", None)
+        if st is not None:
+            return id(st), st.nbytes
+        while getattr(h, "base", None) is not None:
+            h = h.base
+        return id(h), int(getattr(h, "nbytes", 0))
 
     def to_bytes_unchecked(self, h) -> bytes:
         return self.to_bytes(h)
@@ -246,6 +258,15 @@ class Backend:
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         """(dq, dk, dv)."""
         raise NotImplementedError
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+        """(p, m, v) after one Adam / AdamW step in one pass, or None where the backend has no
+        fused form (the optimizer then composes it from ops). m, v: None on the first step;
+        decay: None, "l2" (g += p * factor) or "decoupled" (p * factor); w = 1 - beta1;
+        step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t): numbers, or 0-d handles
+        (a step count kept on the device). The arithmetic is the composed form's
+        (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation."""
+        return None
+
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
         """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold); padding reads
         pad_value (0 for convolution, -inf for max pooling)."""
@@ -271,6 +292,30 @@ class Backend:
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h
+
+
+def _raise_failed(failed):
+    if failed:
+        raise failed[0].deferred(failed[1:])
+
+
+class HostTimer:
+    """Wall-clock marks: the device time of a synchronous device (cpu) is its host time."""
+
+    @staticmethod
+    def mark():
+        return time.perf_counter_ns()
+
+    @staticmethod
+    def elapsed_ms(m0, m1):
+        return (m1 - m0) / 1e6
+
+    def finish(self):
+        pass
+
+    @staticmethod
+    def extra_rows():
+        return ()
 
 
 def _bytes_to_list(data, dtype, shape):

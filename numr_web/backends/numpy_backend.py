@@ -5,6 +5,7 @@ import os
 
 from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
+from .checks import Check, call_site
 
 
 def _physical_memory():
@@ -55,9 +56,9 @@ class NumpyBackend(ArrayBackend):
             raise BackendLimitError(f"not enough memory for a {dtype.name} tensor of shape "
                                     f"{tuple(shape)}") from None
 
-    def check_later(self, flag, message):
-        if bool(flag):                 # the values are on the host: check at once
-            raise getattr(message, "error", ShapeError)(message)
+    def check_later(self, flag, op, text, error=ShapeError):
+        if flag is not None and bool(flag):     # the values are on the host: check at once
+            raise Check(op, text, error, call_site()).at_once()
 
     def to_numpy(self, h):
         return h

@@ -35,8 +35,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         b, t, c = x.shape
         qkv = self.qkv(x)
-        q, k, v = (qkv[..., i * c:(i + 1) * c].reshape(b, t, self.n_head, c // self.n_head)
-                   .transpose(1, 2) for i in range(3))
+        q, k, v = (z.reshape(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+                   for z in qkv.split(c, dim=2))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.drop(self.proj(y.transpose(1, 2).reshape(b, t, c)))
 

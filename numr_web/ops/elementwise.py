@@ -12,6 +12,7 @@ from .. import shapes as sh
 from ..autograd import apply
 from ..errors import DTypeError, GradientError
 from ..gradmode import is_grad_enabled
+from ..profiler import call as profiled
 from ..tensor import Tensor
 from ._erf import erf as erf_xp
 from .activations import ACT, get_act
@@ -187,7 +188,8 @@ def activation(x, name, fn="fwd"):
         x = x.astype(dt.default_float)
     if not x._requires_grad or not is_grad_enabled():    # nothing to record: skip the Op machinery
         be = x._backend
-        return Tensor._wrap(be.activation(name, x._data, fn), x.dtype, x.device, be)
+        out = profiled("activation", be, (x,), be.activation, name, x._data, fn)
+        return Tensor._wrap(out, x.dtype, x.device, be)
     return apply(OPS["activation"], x, name=name, fn=fn)
 
 
@@ -326,7 +328,8 @@ def binary(name, a, b):
         s = float(s)
         if not (t._requires_grad and is_grad_enabled()):
             be = t._backend
-            out = be.binary(name, s, t._data) if rev else be.binary(name, t._data, s)
+            out = profiled(name, be, (t,), be.binary, *((name, s, t._data) if rev else
+                                                        (name, t._data, s)))
             return t._wrap(out, dt.bool_ if name in _COMPARE else t.dtype, t.device, be)
         return apply(OPS[name], t, scalar=s, reverse=rev)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
@@ -343,7 +346,7 @@ def binary(name, a, b):
             check_output_size(a, sh.broadcast_shapes(sa, sb), d, name)
         if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
             be = a._backend      # fast path: nothing to record, skip the Op machinery
-            out = be.binary(name, a._data, b._data)
+            out = profiled(name, be, (a, b), be.binary, name, a._data, b._data)
             return a._wrap(out, dt.bool_ if name in _COMPARE else d, a.device, be)
         return apply(OPS[name], a, b)
     if not ta and not tb:

@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..creation import arange, tensor
-from ..errors import BackendLimitError, CheckMessage, DTypeError, IndexOutOfRangeError, ShapeError
+from ..errors import BackendLimitError, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device
 from .elementwise import where
@@ -39,9 +39,10 @@ def _check_range(index, n, what, negative_ok=False):
     lo = -n if negative_ok else 0
     if index.size:
         bad = ((index < lo) | (index >= n)).max()
-        index._backend.check_later(bad._data, CheckMessage(
-            f"{what}: an index is out of range for a dimension of size {n} (valid: "
-            f"{lo}..{n - 1})", IndexOutOfRangeError))
+        valid = f"valid: {lo}..{n - 1}" if n else "no index is valid"
+        index._backend.check_later(
+            bad._data, what, f"an index is out of range for a dimension of size {n} ({valid})",
+            IndexOutOfRangeError)
 
 
 def gather(x, dim, index):
@@ -209,7 +210,7 @@ def getitem(x, index):
     sizes = [y.shape[d] for d in dims]
     for k, i, n in zip(adv, idxs, sizes):
         if isinstance(items[k], Tensor):
-            _check_range(i, n, "index", negative_ok=True)
+            _check_range(i, n, "x[index]", negative_ok=True)
         else:                                  # a list: check it now, before any device work
             bad = [v for v in _flat(items[k]) if not -n <= v < n]
             if bad:

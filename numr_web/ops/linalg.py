@@ -12,6 +12,7 @@ from .. import shapes as sh
 from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_grad_enabled
+from ..profiler import call as profiled
 from ..tensor import Tensor
 from .activations import ACT, get_act
 from .common import attach_methods, check_output_size, check_same_device, sum_to_shape
@@ -84,7 +85,8 @@ def matmul(a, b):
             # the common case, two float matrices: nothing to promote, reshape or broadcast
             if not (a._requires_grad or b._requires_grad) or not is_grad_enabled():
                 be = a._backend
-                return a._wrap(be.matmul(a._data, b._data), a.dtype, a.device, be)
+                out = profiled("matmul", be, (a, b), be.matmul, a._data, b._data)
+                return a._wrap(out, a.dtype, a.device, be)
             return apply(OPS["matmul"], a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"matmul expects two Tensors, got {type(a).__name__} and "
@@ -100,7 +102,7 @@ def matmul(a, b):
         a, b = a.astype(dt.int32), b.astype(dt.int32)
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
-    out_shape = sh.matmul_shapes(a2.shape, b2.shape)
+    out_shape = sh.matmul_shapes(a2.shape, b2.shape, given=(a.shape, b.shape))
     check_output_size(a, out_shape, a.dtype, "matmul")
     out = apply(OPS["matmul"], a2, b2)
     if a.ndim == 1 or b.ndim == 1:

@@ -183,8 +183,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     _not_differentiable("binary_cross_entropy", weight=w)
     ok = (input >= 0) & (input <= 1)
     input._backend.check_later(
-        (~ok).max()._data if input.size else None,
-        "binary_cross_entropy: all elements of input should be between 0 and 1 (probabilities; "
+        (~ok).max()._data if input.size else None, "binary_cross_entropy",
+        "all elements of input should be between 0 and 1 (probabilities; "
         "for logits use binary_cross_entropy_with_logits)")
     with no_grad():
         value = (target - 1) * maximum(log1p(-input), -100.0) - \

@@ -20,13 +20,13 @@ from .registry import OPS, register
 register("one_hot", lambda be, x, n, dtype: (be.one_hot(x, n, dtype), None), None)
 
 
-def _check_labels(labels, n, ignore_index=None, what="labels"):
+def _check_labels(labels, n, op, ignore_index=None, what="labels"):
     """Queue the check "every label is in [0, n) or equals ignore_index" on the device."""
     bad = (labels < 0) | (labels >= n)
     if ignore_index is not None:
         bad = bad & (labels != ignore_index)
     labels._backend.check_later(
-        bad.max()._data if bad.size else None,
+        bad.max()._data if bad.size else None, op,
         f"{what} must be in [0, {n})" + (f" or equal ignore_index={ignore_index}"
                                          if ignore_index is not None else "") +
         f" for {n} classes; some are not")
@@ -45,7 +45,7 @@ def one_hot(labels, num_classes=-1, dtype=dt.float32):
     if labels.size * num_classes > limit:
         raise BackendLimitError(f"one_hot: {labels.size} labels x {num_classes} classes is more "
                                 f"than the {labels.device} device can hold ({limit} elements)")
-    _check_labels(labels, num_classes)
+    _check_labels(labels, num_classes, "one_hot")
     return apply(OPS["one_hot"], labels, n=num_classes, dtype=dtype)
 
 
@@ -99,7 +99,7 @@ def _picked(lp, target, lead, C, w, ignore_index, what):
         raise ShapeError(f"{what}: target must have shape {lead} to match input of shape "
                          f"{(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got {target.shape}")
     labels = target.reshape(-1)
-    _check_labels(labels, C, ignore_index, f"{what} targets")
+    _check_labels(labels, C, what, ignore_index, "targets")
     hit = apply(OPS["one_hot"], _masked(labels, ignore_index), n=C, dtype=dt.bool_)
     kept = (labels != ignore_index).astype(lp.dtype)        # rows that count
     w_rows = (w.expand(hit.shape) * hit.astype(lp.dtype)).sum(-1) if w is not None else kept

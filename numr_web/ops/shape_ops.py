@@ -44,6 +44,28 @@ register("concat", lambda be, *xs, axis: (be.concat(list(xs), axis), None), _con
 register("clone", lambda be, x: (be.copy(x), None), lambda n, g: (g,), vjp_reads_saved=False)
 
 
+def _pieces(shape, axis, sizes):
+    start = 0
+    for s in sizes:
+        yield tuple((0, d, 1) if i != axis else (start, start + s, 1) for i, d in enumerate(shape))
+        start += s
+
+
+def _split_vjp(n, gs):
+    """One concat of the pieces' gradients (zeros for a piece nobody used), not a zero-filled
+    copy of the input per piece summed afterwards."""
+    like = next(g for g in gs if g is not None)
+    shape, axis = n.args[0].shape, n.attrs["axis"]
+    parts = [g if g is not None else like.new_zeros(tuple(b - a for a, b, _ in idx))
+             for g, idx in zip(gs, _pieces(shape, axis, n.attrs["sizes"]))]
+    return (apply(OPS["concat"], *parts, axis=axis),)
+
+
+register("split", lambda be, x, axis, sizes: (tuple(be.slice(x, idx) for idx in
+                                                    _pieces(x.shape, axis, sizes)), None),
+         _split_vjp, vjp_reads_saved=False)
+
+
 def _shape_args(shape):
     """f(2, 3) and f((2, 3)) alike."""
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
@@ -238,11 +260,9 @@ def split(x, split_size_or_sections, dim=0):
         if size <= 0:
             raise ShapeError(f"split: the size must be positive, got {size}")
         sizes = [min(size, n - i) for i in range(0, n, size)] or [0]
-    out, start = [], 0
-    for s in sizes:
-        out.append(narrow(x, dim, start, s))
-        start += s
-    return tuple(out)
+    if len(sizes) == 1:
+        return (narrow(x, dim, 0, n),)
+    return apply(OPS["split"], x, axis=dim, sizes=tuple(sizes))
 
 
 def chunk(x, chunks, dim=0):

@@ -84,6 +84,10 @@ def take_along_dim(x, indices, dim=None):
 def scatter_add(x, dim, index, src):
     """out = x, plus src[i][j] added at out[index[i][j]][j] (dim 0; torch.scatter_add). The
     sums run in a fixed order (deterministic); the gradient of src is gather's."""
+    return _scatter_add(x, dim, index, src, "scatter_add")
+
+
+def _scatter_add(x, dim, index, src, op):
     x = need_tensor(x, "scatter_add")
     d = sh.normalize_axis(dim, x.ndim)
     index = _index_tensor(index, x, "scatter_add")
@@ -96,7 +100,7 @@ def scatter_add(x, dim, index, src):
         if i > s or (k != d and i > o):
             raise ShapeError(f"scatter_add: index {index.shape} must fit src {src.shape} in every "
                              f"dim and x {x.shape} in every dim but {d}")
-    _check_range(index, x.shape[d], "scatter_add")
+    _check_range(index, x.shape[d], op)
     src = src[tuple(slice(0, n) for n in index.shape)].astype(x.dtype)
     added = apply(OPS["scatter_add"], index.contiguous(), src.contiguous(), shape=x.shape, axis=d)
     return x + added
@@ -114,7 +118,7 @@ def index_add(x, dim, index, source, *, alpha=1):
         raise ShapeError(f"index_add: source must have shape {want}, got {source.shape}")
     view = (1,) * d + (index.shape[0],) + (1,) * (x.ndim - d - 1)
     src = source if alpha == 1 else source * alpha
-    return scatter_add(x, d, expand(index.reshape(view), want), src)
+    return _scatter_add(x, d, expand(index.reshape(view), want), src, "index_add")
 
 
 # -- linear algebra and geometry ------------------------------------------------------------------------

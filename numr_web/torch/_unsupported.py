@@ -38,7 +38,8 @@ TORCH = {
     "Storage": "storages are not exposed; tensors own device handles",
     "UntypedStorage": "storages are not exposed; tensors own device handles",
     "quantization": "quantization is not supported",
-    "profiler": "torch.profiler is not supported",
+    "profiler": "torch.profiler is not provided: numr_web.profile() and "
+                "numr_web.record_function time each op per device (README)",
 }
 
 

@@ -12,23 +12,27 @@ from pyodide.code import eval_code_async
 _console_ns = {}
 
 
-async def numr_boot(wheel_url, progress):
+async def numr_boot(wheel_url, progress, device="webgpu"):
+    """Install numr_web from `wheel_url` and bring up `device`: "webgpu" (the browser's WebGPU) or
+    "cpu" (numr_web's numpy backend; boot.js has loaded Pyodide's numpy). The device becomes the
+    default of nr.tensor, nr.ones, nn.Linear ... (NUMR_DEVICE)."""
     await micropip.install(wheel_url, deps=False)
     progress("importing numr_web…")
     import numr_web as nr
-    info = {"version": getattr(nr, "__version__", "?"), "python": sys.version.split()[0]}
-    progress("requesting the WebGPU device…")
     from numr_web.backends import probe
-    from numr_web.backends.webgpu import adapter_browser
-    info["webgpu"] = await adapter_browser.init_device()
+    info = {"version": getattr(nr, "__version__", "?"), "python": sys.version.split()[0],
+            "device": device, "webgpu": None}
+    if device == "webgpu":
+        progress("requesting the WebGPU device…")
+        from numr_web.backends.webgpu import adapter_browser
+        info["webgpu"] = await adapter_browser.init_device()
     info["devices"] = list(nr.available_devices())
-    if "webgpu" not in info["devices"]:
-        raise RuntimeError(f"numr_web's webgpu device is not usable here: {probe('webgpu')[1]}")
-    if "cpu" not in info["devices"]:
-        # Pyodide has no numpy, so the usual default device (cpu) cannot run here: without this,
-        # nr.ones(3), nn.Linear(6, 8) or clip_grad_norm_([]) would raise BackendUnavailableError
-        os.environ.setdefault("NUMR_DEVICE", "webgpu")
-    info["default_device"] = os.environ.get("NUMR_DEVICE") or "cpu"
+    if device not in info["devices"]:
+        raise RuntimeError(f"numr_web's {device} device is not usable here: {probe(device)[1]}")
+    # Pyodide has numpy only where boot.js loaded it (the cpu device): the default device is the one
+    # booted, so nr.ones(3), nn.Linear(6, 8) or clip_grad_norm_([]) land there
+    os.environ["NUMR_DEVICE"] = device
+    info["default_device"] = device
     try:
         from pyodide.ffi import can_run_sync
         info["jspi"] = bool(can_run_sync())

@@ -13,9 +13,11 @@ def _js(d):
 
 
 async def parity_run(arg, emit=None, should_stop=None, device="webgpu"):
-    """arg: {golden: the golden JSON text, only: run the cases whose name contains this ('' = all)}.
+    """arg: {golden: the golden JSON text, only: run the cases whose name contains this ('' = all),
+    device: the device to run on (the page's: webgpu, or cpu where the browser has no WebGPU)}.
     emit(row) after every case; returns the summary."""
     arg = arg.to_py() if hasattr(arg, "to_py") else dict(arg)
+    device = arg.get("device") or device
     golden = json.loads(arg["golden"])
     only = arg.get("only") or ""
     by_name = {c.name: c for c in CASES}

@@ -13,7 +13,7 @@ from numr_web.training import fit_async
 MODELS = ("mlp", "cnn")
 CHANNELS = (1, 128)          # the CNN's first convolution's channels (the second has twice as many)
 
-_state = {"model": None, "device": "webgpu"}
+_state = {"model": None, "device": "webgpu", "trained": False}
 
 
 def _js(d):
@@ -67,11 +67,13 @@ async def train_run(cfg, emit=None, should_stop=None):
         info["sizes"] = ["1×8×8", f"conv {channels}", f"conv {2 * channels}", "pool",
                          hidden, 10]
     info["model"] = arch
-    _state.update(model=kwargs["model"], device=device)     # the pad classifies with the live model
+    # the pad classifies with the live model, once it has taken a step
+    _state.update(model=kwargs["model"], device=device, trained=False)
     epochs, per_epoch = kwargs["epochs"], info["batches_per_epoch"]
     send({"kind": "start", **info, "epochs": epochs, "total_steps": epochs * per_epoch})
 
     def on_step(s):
+        _state["trained"] = True
         send({"kind": "step", "step": s.step, "epoch": s.epoch + (s.batch + 1) / per_epoch,
               "loss": s.loss})
 
@@ -92,6 +94,8 @@ async def classify(pixels, emit=None, should_stop=None):
     model = _state["model"]
     if model is None:
         raise ValueError("train the model first: there is nothing to classify with yet")
+    if not _state["trained"]:
+        raise ValueError("model not trained yet: its first training step is still being prepared")
     pixels = list(_py(pixels))
     if len(pixels) != 64:
         raise ValueError(f"expected 64 pixel values, got {len(pixels)}")

@@ -79,7 +79,7 @@ function header() {
     <summary>Python console &amp; log</summary>
     <label for="py-input">Python (top-level <code>await</code> works)</label>
     <textarea id="py-input" spellcheck="false" rows="4">import numr_web as nr
-x = nr.tensor([[1.0, 2.0], [3.0, 4.0]], device="webgpu", requires_grad=True)
+x = nr.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)   # on the page's device
 y = (x @ x).sum(); y.backward()
 print(await y.read(), await x.grad.read())</textarea>
     <button id="py-run" type="button">Run (Ctrl+Enter)</button>
@@ -110,6 +110,17 @@ export async function runConsole(code) {
   return out.textContent;
 }
 
+/** One line at the top of the page: numr_web runs on the cpu device (numpy in Pyodide) and why. */
+function showDeviceNotice(info, support) {
+  const p = document.createElement('p');
+  p.id = 'numr-device';
+  p.dataset.device = info.device;
+  p.setAttribute('role', 'note');
+  p.textContent = `Running on the cpu device (numpy in Pyodide): ${info.device_reason}` +
+    (support && support.howto ? `. For WebGPU: ${support.howto}` : '.');
+  document.querySelector('main').prepend(p);
+}
+
 /** The no-WebGPU notice at the top of the page: the browser, what is missing, how to get it. */
 function showNoWebGPU(support) {
   const box = document.createElement('section');
@@ -138,17 +149,32 @@ const t0 = performance.now();
 export const ready = (async () => {
   const lib = await libLoaded;
   const support = await lib.checkWebGPU();
-  if (!support.ok) {
-    showNoWebGPU(support);
-    throw new lib.NoWebGPUError(support);
+  // ?device=auto (default) | webgpu | cpu: without WebGPU on the page, auto runs on numpy where the
+  // build has it (the page decides: a worker may see WebGPU where the page does not)
+  let device = params.get('device') || 'auto';
+  if (device === 'auto' && !support.ok) device = 'cpu';
+  let client;
+  try {
+    client = await lib.loadNumr({
+      worker: mode === 'worker', device, baseURL: new URL('lib/', document.baseURI).href,
+      onStatus: (t) => setStatus(t), stdout: (s) => { log(s); console.log(s); }, stderr: (s) => { log(s); console.warn(s); },
+    });
+  } catch (err) {
+    const noFallback = err && err.option === 'device' && !support.ok;     // a build without numpy
+    if (err && (err.name === 'NoWebGPUError' || noFallback)) {
+      showNoWebGPU(err.support || support);
+      throw noFallback ? new lib.NoWebGPUError(support) : err;
+    }
+    throw err;
   }
-  const client = await lib.loadNumr({
-    worker: mode === 'worker', baseURL: new URL('lib/', document.baseURI).href,
-    onStatus: (t) => setStatus(t), stdout: (s) => { log(s); console.log(s); }, stderr: (s) => { log(s); console.warn(s); },
-  });
   const i = client.info, secs = ((performance.now() - t0) / 1000).toFixed(1);
-  log(`numr_web ${i.version} ready in ${secs} s (${client.mode} thread); webgpu: ${i.webgpu}; JSPI: ${i.jspi}`);
-  setStatus(`ready (${secs} s) — numr_web ${i.version}, Python ${i.python}, ${client.mode === 'worker' ? 'in a worker' : 'on the page'}, WebGPU: ${i.webgpu}`, 'ready');
+  if (i.device === 'cpu') {
+    if (!support.ok) i.device_reason = `no WebGPU: ${support.missingText}`;
+    showDeviceNotice(i, support.ok ? null : support);
+  }
+  log(`numr_web ${i.version} ready in ${secs} s (${client.mode} thread); device: ${i.device} (${i.device_reason}); webgpu: ${i.webgpu}; JSPI: ${i.jspi}`);
+  setStatus(`ready (${secs} s) — numr_web ${i.version}, Python ${i.python}, ${client.mode === 'worker' ? 'in a worker' : 'on the page'}, ` +
+    (i.device === 'webgpu' ? `WebGPU: ${i.webgpu}` : 'cpu device (numpy)'), 'ready');
   window.numrClient = client;
   return client;
 })();

@@ -2,8 +2,9 @@
 // page's numr_web worker, or on the page with ?mode=main) vs TensorFlow.js's WebGPU backend (on the
 // page), same inputs.
 // URL: ?m=1024&k=256&n=256&acts=relu,gelu&warmup=2&reps=5&autorun=1[&order=tfjs-first]
-// Machine-readable: #bench-status[data-state=done|error|invalid|skipped] and window.benchResult
-//   {shape, rows: [{activation, ours_ms, tfjs_ms, ratio, diff: {y, da, dw, db}, max_rel}]}.
+// Machine-readable: #bench-status[data-state=done|stopped|error|invalid|skipped] and window.benchResult
+//   {shape, rows: [{activation, ours_ms, tfjs_ms, ratio, diff: {y, da, dw, db}, max_rel}], stopped}.
+// Stop ends a run after the iteration in progress; the activations finished so far keep their rows.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import { ready, params, showError, clearError, errorText } from './app.js';
@@ -13,6 +14,8 @@ const $ = (id) => document.getElementById(id);
 for (const k of ['m', 'k', 'n', 'acts', 'warmup', 'reps']) if (params.has(k)) $(k).value = params.get(k);
 window.benchResult = null;
 let client = null;
+let stopRequested = false;
+class Stopped extends Error {}
 const ACTS = ['none', 'relu', 'sigmoid', 'gelu'];
 const MAX_ELEMENTS = 1 << 24;          // per operand: 64 MiB of float32
 
@@ -111,7 +114,8 @@ async function run() {
   if (!base) { st.dataset.state = 'invalid'; st.textContent = 'fix the settings marked above'; return; }
   if (!client) return;
   clearError();
-  $('run').disabled = true;
+  stopRequested = false;
+  $('run').disabled = true; $('stop').disabled = false;
   $('results').tBodies[0].innerHTML = '';
   st.dataset.state = 'running';
   const rows = [];
@@ -129,6 +133,7 @@ async function run() {
       const oursT = [], tfT = [];
       const tfFirst = params.get('order') === 'tfjs-first';
       for (let i = 0; i < cfg.warmup + cfg.reps; i++) {
+        if (stopRequested) { tfs.dispose(); throw new Stopped(`${act}, ${i < cfg.warmup ? 'warm-up' : `repetition ${i - cfg.warmup}/${cfg.reps}`}`); }
         if (i >= cfg.warmup) st.textContent = `${act} ${m}×${k}×${n}: repetition ${i - cfg.warmup + 1}/${cfg.reps}…`;
         let to, tt;
         if (tfFirst) { tt = await tfs.iter(); to = await ourIter(); } else { to = await ourIter(); tt = await tfs.iter(); }
@@ -168,18 +173,38 @@ async function run() {
       `TF.js ${r.tfjs_ms.toFixed(1)} ms, ratio ${r.ratio.toFixed(2)} (lower is better)`).join('; ');
     st.dataset.state = 'done';
   } catch (err) {
+    if (err instanceof Stopped) {
+      window.benchResult = { stopped: true, rows };
+      st.textContent = `stopped during ${err.message}` + (rows.length ? `; finished: ${rows.map((r) => r.activation).join(', ')}` : '');
+      st.dataset.state = 'stopped';
+      return;
+    }
     window.benchResult = { error: errorText(err), rows };
     st.textContent = 'benchmark failed: ' + errorText(err);
     st.dataset.state = 'error';
     showError(err, 'benchmark');
   } finally {
-    $('run').disabled = false;
+    $('run').disabled = false; $('stop').disabled = true;
   }
+}
+function stop() {
+  if ($('stop').disabled) return;
+  stopRequested = true;
+  $('stop').disabled = true;
+  $('bench-status').textContent = 'stopping after the iteration in progress…';
 }
 
 $('controls').addEventListener('submit', (e) => { e.preventDefault(); run(); });
+$('stop').addEventListener('click', stop);
 for (const id of ['m', 'k', 'n', 'acts', 'warmup', 'reps']) $(id).addEventListener('input', () => fieldError(id, ''));
 ready.then(async (c) => {
+  if (c.info.device !== 'webgpu') {          // the cpu fallback: nothing to compare with TF.js's WebGPU
+    const st = $('bench-status');
+    st.dataset.state = 'skipped';
+    st.textContent = `skipped: no WebGPU (this page compares WebGPU backends; numr_web runs on ${c.info.device} here)`;
+    window.benchResult = { skipped: 'no WebGPU', rows: [] };
+    return;
+  }
   await Promise.all([c.runPython(benchPy), initTf()]);
   client = c;
   $('run').disabled = false;

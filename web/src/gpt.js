@@ -1,4 +1,4 @@
-// GPT page: trains numr_web's character-level GPT on WebGPU (web/py/gpt.py -> numr_web.training),
+// GPT page: trains numr_web's character-level GPT on WebGPU (or the cpu device without WebGPU) (web/py/gpt.py -> numr_web.training),
 // live loss chart (training + validation), steps/s, Stop; then writes text after the prompt, as you
 // type (each new prompt supersedes the text still being written).
 // URL parameters set the controls: ?layers=2&dim=64&heads=4&context=32&batch=16&steps=400&lr=0.003
@@ -126,7 +126,7 @@ function onEvent(d) {
 async function train() {
   const cfg = readFields(FIELDS);
   if (!cfg || !client) return;
-  cfg.device = 'webgpu';
+  cfg.device = client.info.device;
   cfg.eval_every = Math.max(1, Math.min(25, Math.round(cfg.steps / 5)));     // >= 5 points on the chart
   clearError();
   $('train').disabled = true; $('stop').disabled = false;
@@ -210,9 +210,16 @@ $('prompt').addEventListener('input', onPromptInput);
 for (const id of [...Object.keys(FIELDS), ...Object.keys(GEN_FIELDS)]) $(id).addEventListener('input', () => fieldError(id, ''));
 redraw();
 
+// the cpu device (numpy in Pyodide, one thread) trains a smaller model by default: fields the URL
+// did not set get these values
+const CPU_DEFAULTS = { layers: 1, dim: 32, heads: 2, context: 16, batch: 8, steps: 200 };
+
 ready.then(async (c) => {
   await c.runPython(gptPy);
   client = c;
+  if (c.info.device === 'cpu') {
+    for (const [k, v] of Object.entries(CPU_DEFAULTS)) if (!params.has(k)) $(k).value = String(v);
+  }
   $('train').disabled = false;
   status('ready: press Train');
   if (params.get('autostart') === '1') train();

@@ -41,7 +41,7 @@ async function run() {
   const t0 = performance.now();
   try {
     const golden = await (await fetch('./golden/parity.json', { cache: 'no-cache' })).text();
-    const res = await client.call('parity_run', { golden, only: params.get('only') || '' },
+    const res = await client.call('parity_run', { golden, only: params.get('only') || '', device: client.info.device },
       { onEvent: (r) => { rows.push(r); addRow(r); } });
     res.rows = rows;
     res.seconds = (performance.now() - t0) / 1000;

@@ -9,12 +9,24 @@ import { drawChart } from './chart.js';
 import trainPy from '../py/train.py?raw';
 
 const $ = (id) => document.getElementById(id);
+const SELECTS = ['model', 'activation', 'optimizer'];
 for (const k of ['model', 'channels', 'hidden', 'layers', 'epochs', 'batch', 'lr', 'activation', 'optimizer']) {
-  if (params.has(k)) $(k).value = params.get(k);
+  if (!params.has(k)) continue;
+  const el = $(k), v = params.get(k);
+  // a choice from the URL that is not on the menu: the default stays, the message sits beside the field
+  // (numbers go into their fields as given and are checked like typed ones when Train is pressed)
+  if (SELECTS.includes(k) && ![...el.options].some((o) => o.value === v)) {
+    const choices = [...el.options].map((o) => o.value).join(', ');
+    fieldError(k, `${k}=${v} (from the URL) is not one of ${choices}; using ${el.value}`);
+  } else {
+    el.value = v;
+  }
 }
 const ui = window.numrTrain = { state: 'idle', result: null, losses: [], accs: [], error: null, statusLog: [], totalSteps: 0 };
 let client = null;
-let hasModel = false;
+let hasModel = false;        // a run has built a model (from its 'start' event on)
+let trained = false;         // ... and taken at least one step: classifying means something
+const NOT_TRAINED = 'model not trained yet: the first training step is being prepared (the kernels compile on first use)';
 
 function status(text) {
   $('train-status').textContent = text;
@@ -47,7 +59,8 @@ function fieldError(id, msg) {
 }
 /** -> the settings, or null after putting a message next to every bad field. */
 function readSettings() {
-  const cfg = { model: $('model').value, activation: $('activation').value, optimizer: $('optimizer').value, device: 'webgpu' };
+  const cfg = { model: $('model').value, activation: $('activation').value, optimizer: $('optimizer').value,
+    device: client ? client.info.device : 'webgpu' };
   let ok = true, first = null;
   for (const [id, f] of Object.entries(FIELDS)) {
     if ((f.cnnOnly && !isCNN()) || (isCNN() && id === 'layers')) { fieldError(id, ''); continue; }
@@ -83,18 +96,19 @@ new ResizeObserver(queueChart).observe($('chart'));
 let compileTimer = null;
 function onEvent(d) {
   if (d.kind === 'start') {
-    hasModel = true; $('classify').disabled = false;
+    hasModel = true; trained = false; $('classify').disabled = false;
     ui.totalSteps = d.total_steps;
     $('train-progress').max = d.total_steps;
     $('train-progress').removeAttribute('value');          // indeterminate until step 1
     const t0 = performance.now();
     const tick = () => status(`training ${d.sizes.join('→')} on ${d.n_train} images: preparing step 1 ` +
-      `(compiling the WebGPU kernels on first use)… ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      `${client && client.info.device === 'webgpu' ? '(compiling the WebGPU kernels on first use)' : '(on the cpu device)'}… ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     tick();
     compileTimer = setInterval(tick, 1000);
   } else if (d.kind === 'step') {
     if (compileTimer) { clearInterval(compileTimer); compileTimer = null; }
     if (d.step === 1) performance.mark('numr-train-step1');
+    trained = true;
     ui.losses.push({ step: d.step, loss: d.loss });
     $('train-progress').value = d.step;
     if (ui.state === 'training') status(`epoch ${d.epoch.toFixed(2)} · step ${d.step}/${ui.totalSteps} · loss ${d.loss.toFixed(4)}`);
@@ -205,6 +219,11 @@ async function classifyPixels(pixels) {
 async function classifyPad() {
   const pixels = previewPad();
   $('classify-error').textContent = '';
+  if (!trained) {
+    $('prediction').textContent = '–'; $('prediction').dataset.value = ''; $('probs').innerHTML = '';
+    $('classify-error').textContent = NOT_TRAINED;
+    return;
+  }
   try {
     const probs = await classifyPixels(pixels);
     const best = probs.indexOf(Math.max(...probs));
@@ -223,6 +242,7 @@ $('classify').addEventListener('click', classifyPad);
 $('controls').addEventListener('submit', (e) => { e.preventDefault(); train(); });
 $('stop').addEventListener('click', stop);
 for (const id of Object.keys(FIELDS)) $(id).addEventListener('input', () => fieldError(id, ''));
+for (const id of SELECTS) $(id).addEventListener('change', () => fieldError(id, ''));
 $('model').addEventListener('change', showModelFields);
 showModelFields();
 clearPad();

@@ -14,15 +14,14 @@ dispatch generated from the table by codegen.py, launched through launch.py):
     attention.py): one kernel forward, two backward, no T x T scores in memory.
 
 float16 is computed in float32 and rounded once (GEMMs run on float32 copies). Sizes are checked
-against the GPU's memory before anything is allocated (max_elements), so a bad size is a typed
-error, never an illegal address that would poison the CUDA context. Checks on values
-(check_later) are raised at the next readback.
+against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
+address that would poison the CUDA context. Checks on values are raised at the next readback.
 
 TF32: off by default, so float32 GEMMs match torch's default (full float32 products). Opt in with
 NUMR_CUDA_TF32=1 (read when the backend starts) or `get_backend("cuda").tf32 = True` (it sets
 CuPy's cuBLAS compute type for float32, process-wide for CuPy).
 
-Step capture into CUDA graphs: numr_web/backends/cuda/graphs.py (used by nr.capture).
+Step capture into CUDA graphs: graphs.py (nr.capture); the fused nn kernels: nn.py.
 """
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ from . import codegen as G
 from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
+from .nn import CudaNN
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
 
@@ -57,7 +57,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(ArrayBackend):
+class CudaBackend(CudaNN, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -469,20 +469,19 @@ class CudaBackend(ArrayBackend):
     def scatter_add(self, shape, axis, index, src):
         xp = self.xp
         ct = self._ct.get(src.dtype.char)
-        total = 1
-        for d in shape:
-            total *= d
+        total = math.prod(shape)
         m = index.size
-        if ct is None or m == 0 or total * m >= 2 ** 62:
+        if ct is None or m == 0 or total == 0 or total * m >= 2 ** 62:
             return super().scatter_add(shape, axis, index, src)
         src = self._contig(src[tuple(slice(0, k) for k in index.shape)])
-        # flat target of every source element, then sort (target, source position): the order
-        # of each sum is the source order, whatever the sort's stability
+        # flat target of every source element (an index out of range, reported at the next sync,
+        # wraps as CuPy's indexing does: no write leaves out), then sort (target, source
+        # position): the order of each sum is the source order, whatever the sort's stability
         lin = xp.zeros(index.shape, dtype=xp.int64)
         stride = 1
         for d in range(len(shape) - 1, -1, -1):
             if d == axis:
-                idx = index.astype(xp.int64)
+                idx = index.astype(xp.int64) % shape[d]
             else:
                 sh = [1] * index.ndim
                 sh[d] = index.shape[d]

@@ -19,7 +19,8 @@ from pathlib import Path
 from ...ops.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
-ATTENTION_CU = Path(__file__).with_name("attention.cu")     # appended: it uses kernels.cu's IO<S>
+# appended to kernels.cu (they use its IO<S>)
+APPENDED_CU = tuple(Path(__file__).with_name(f) for f in ("attention.cu", "nn.cu"))
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -87,11 +88,12 @@ def activation_source():
 @functools.lru_cache(maxsize=1)
 def source():
     """The whole CUDA source: kernels.cu with the generated activations at the marker, then
-    attention.cu."""
+    attention.cu and nn.cu."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")
-    return body.replace(MARKER, activation_source()) + "\n" + ATTENTION_CU.read_text()
+    return "\n".join([body.replace(MARKER, activation_source())] +
+                     [f.read_text() for f in APPENDED_CU])
 
 
 def dump():

@@ -33,8 +33,9 @@ WANTED_LIMITS = (
     "minUniformBufferOffsetAlignment",
 )
 # Optional features requested when the adapter has them: "subgroup" is wgpu-native's name of the
-# browser's "subgroups" (subgroup builtins in WGSL); `features` reports either as "subgroup".
-WANTED_FEATURES = ("shader-f16", "subgroup", "subgroups")
+# browser's "subgroups" (subgroup builtins in WGSL); `features` reports either as "subgroup";
+# "timestamp-query" lets nr.profile time each dispatch.
+WANTED_FEATURES = ("shader-f16", "subgroup", "subgroups", "timestamp-query")
 FEATURE_ALIASES = {"subgroups": "subgroup"}
 
 
@@ -79,6 +80,7 @@ class GPUAdapter:
     name = "?"
     backend = "?"
     can_block = True          # read_buffer can wait for the GPU (a browser without JSPI cannot)
+    can_timestamp = False     # submit(..., timed=True) and read_timings() work
     limits: dict = {}
     features: frozenset = frozenset()
     wgsl_enables: dict = {}
@@ -119,8 +121,15 @@ class GPUAdapter:
         `label` with the compiler's message on any validation error. The backend caches it."""
         raise NotImplementedError
 
-    def submit(self, dispatches: list) -> None:
+    def submit(self, dispatches: list, timed: bool = False) -> None:
         """Encode `dispatches` (Dispatch records, in order) into one command buffer — bind groups
         from pipeline layout 0 and the Binding ranges, one compute pass — and submit it once.
-        Raises KernelError (naming the dispatch's label) on validation errors or device loss."""
+        timed (where `can_timestamp`): each dispatch in a pass of its own with timestamp writes,
+        for read_timings. Raises KernelError (naming the dispatch's label) on validation errors
+        or device loss."""
+        raise NotImplementedError
+
+    def read_timings(self) -> list:
+        """The GPU time in ms of every dispatch submitted timed since the last call, in order
+        (waits for the GPU)."""
         raise NotImplementedError

@@ -341,7 +341,7 @@ class BrowserAdapter(GPUAdapter):
             self._pending.append((label, err_p))
         return (pipe, layout, label)
 
-    def submit(self, dispatches):
+    def submit(self, dispatches, timed=False):
         self._check_lost()
         if not dispatches:
             return

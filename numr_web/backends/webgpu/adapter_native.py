@@ -68,6 +68,8 @@ class NativeAdapter(GPUAdapter):
         self.limits = {n: dlim.get(_snake(n), alim.get(_snake(n))) for n in WANTED_LIMITS}
         self.features = canonical_features(f for f in feats if f in self.device.features)
         self._queue = self.device.queue
+        self.can_timestamp = "timestamp-query" in self.features
+        self._timed = []            # (query set, resolve buffer, dispatches) per timed submit
         self._bind_groups = {}      # (pipeline, bindings) -> bind group: training loops repeat them
         U = wgpu.BufferUsage
         self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
@@ -113,14 +115,17 @@ class NativeAdapter(GPUAdapter):
             raise KernelError(f"kernel {label!r} failed to compile: {type(e).__name__}: {e}") from e
         return (pipe, layout)
 
-    def submit(self, dispatches):
+    def submit(self, dispatches, timed=False):
         dev = self.device
         label = "?"
         try:
             enc = dev.create_command_encoder()
-            cp = enc.begin_compute_pass()
+            qs = None
+            if timed and dispatches:
+                qs = dev.create_query_set(type="timestamp", count=2 * len(dispatches))
+            cp = None if qs is not None else enc.begin_compute_pass()
             cache = self._bind_groups
-            for d in dispatches:
+            for i, d in enumerate(dispatches):
                 label = d.label
                 pipe, layout = d.pipeline
                 key = (id(pipe),) + tuple((b.index, id(b.buffer), b.offset, b.size)
@@ -136,11 +141,44 @@ class NativeAdapter(GPUAdapter):
                     cache[key] = (bg, d.bindings, pipe)   # keeps them alive: ids stay unique
                 else:
                     bg = bg[0]
+                if qs is not None:                # nr.profile: a pass per dispatch, timed
+                    cp = enc.begin_compute_pass(timestamp_writes={
+                        "query_set": qs, "beginning_of_pass_write_index": 2 * i,
+                        "end_of_pass_write_index": 2 * i + 1})
                 cp.set_pipeline(pipe)
                 cp.set_bind_group(0, bg)
                 cp.dispatch_workgroups(*d.groups)
-            cp.end()
+                if qs is not None:
+                    cp.end()
+            if qs is None:
+                cp.end()
+            else:
+                U = self._wgpu.BufferUsage
+                buf = dev.create_buffer(size=16 * len(dispatches),
+                                        usage=U.QUERY_RESOLVE | U.COPY_SRC)
+                enc.resolve_query_set(qs, 0, 2 * len(dispatches), buf, 0)
+                self._timed.append((qs, buf, len(dispatches)))
             label = "submit"
             self._queue.submit([enc.finish()])
         except Exception as e:
             raise KernelError(f"kernel {label!r} failed: {type(e).__name__}: {e}") from e
+
+    def read_timings(self):
+        import struct
+        period = self._timestamp_period()
+        out = []
+        for qs, buf, n in self._timed:
+            t = struct.unpack(f"<{2 * n}Q", self.read_buffer(buf, 0, 16 * n))
+            out.extend(max(t[2 * i + 1] - t[2 * i], 0) * period / 1e6 for i in range(n))
+            buf.destroy()
+            qs.destroy()
+        self._timed = []
+        return out
+
+    def _timestamp_period(self):
+        """Nanoseconds per timestamp tick (wgpu-native resolves raw ticks)."""
+        try:
+            from wgpu.backends.wgpu_native._ffi import lib
+            return float(lib.wgpuQueueGetTimestampPeriod(self._queue._internal))
+        except Exception:
+            return 1.0

@@ -5,17 +5,17 @@ Layers (none imports wgpu or numpy: the browser has neither):
   contract.py, codegen.py  the named metadata / binding contract and the generated WGSL
   config.py                the knobs below and the process's one adapter
   kernels.py, dispatch.py  pipelines; metadata arena, batching, binding ranges, buffers
-  graphs.py                a step's dispatches recorded for nr.capture and replayed
+  graphs.py, timing.py     a step's dispatches recorded for nr.capture; nr.profile's timer
   fusion.py, codegen_fused.py  chains of elementwise ops recorded lazily, run as one kernel
   launch_elementwise.py, launch_reduce.py, launch_gemm.py, launch_index.py, launch_norm.py,
   launch_attention.py, launch_conv.py                       one launcher per kernel family
   backend_nn.py            the nn primitives (gather, norms, attention, im2col), a mixin
+  backend_linalg.py        the GEMM schedules (split-K), a mixin
   backend.py (this)        the primitives, composed from views and launchers; it chooses the
                            schedules that need several launches (split-K GEMMs, reductions in
                            chunks above the binding limit, tree reductions, dense-first copies)
 The GPU is reached through a GPUAdapter (adapter.py): adapter_native (wgpu-py) under CPython,
-adapter_browser in Pyodide. Work is recorded and submitted in batches (one queue submit per
-dispatch.BATCH dispatches, and before any readback).
+adapter_browser in Pyodide. Work is recorded and submitted in batches (dispatch.py).
 
 Knobs (constructor argument / environment variable; the argument wins):
   max_binding_size  NUMR_WEBGPU_MAX_BINDING    bytes per storage binding, at most the adapter's
@@ -26,18 +26,16 @@ Knobs (constructor argument / environment variable; the argument wins):
                     invocation's loops after 65535; long reductions and GEMMs are scheduled within it
   gemm_tile         NUMR_WEBGPU_GEMM_TILE      GEMM kernel: auto (default), 64, 128, v4, v4w, sg
                     (launch_gemm.py); also assignable as the attribute `gemm_tile`
-  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535); more
-                    work is covered by the kernels' grid-stride loops
+  max_workgroups    NUMR_WEBGPU_MAX_WORKGROUPS workgroups per 1-D dispatch (default 65535)
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
                     assignable as the attribute `fuse`. `settle()` flushes a pending chain
   submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches are submitted once the buffer
                     ranges they bind reach this many bytes (default 64 MiB; 0: only every
                     dispatch.BATCH dispatches and before a readback), so the GPU starts on large
-                    work while Python records the next ops; small ops still share one submit.
-                    Also the attribute `submit_bytes`
-`info()` reports them, with the pool, the pipelines, the submits, the dispatches per kernel
-(fused kernels as "fused.fused_<inputs>_<outputs>") and the fusion counters ("fusion").
+                    work while Python records the next ops. Also the attribute `submit_bytes`
+`info()` reports them, the pool, the pipelines, the submits, the dispatches per kernel (fused
+kernels as "fused.fused_<inputs>_<outputs>"), the fusion counters ("fusion").
 """
 from __future__ import annotations
 
@@ -45,12 +43,13 @@ import math
 
 from ...dtypes import bool_, float16, float32, float64, int32
 from ...errors import BackendUnavailableError, BackendLimitError, DTypeError, KernelError, NumrError
-from ...ops.activations import ACT
 from ...ops.registry import family_names
 from ..base import Backend
 from . import launch_elementwise as ew
 from . import launch_gemm as gemm
 from . import launch_reduce as red
+from . import timing
+from .backend_linalg import LinalgPrimitives
 from .backend_nn import NNPrimitives
 from .codegen import act_code, op_code
 from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
@@ -60,7 +59,7 @@ from .kernels import kernel_defined
 from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, permuted,
                     prod, reshaped, sliced, split_leading)
 
-class WebGPUBackend(NNPrimitives, Backend):
+class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
     device = "webgpu"
     can_capture = True           # nr.capture records a step's dispatches (graphs.py)
 
@@ -108,6 +107,8 @@ class WebGPUBackend(NNPrimitives, Backend):
     def settle(self):
         """Record the pending chain of fused elementwise ops now (without submitting)."""
         self.d.fusion.flush()
+
+    profile_timer = timing.timer
 
     binding_limit = property(lambda self: self.d.binding_limit)
 
@@ -421,48 +422,6 @@ class WebGPUBackend(NNPrimitives, Backend):
     def one_hot(self, labels, n, dtype):
         self.check_dtype(dtype)
         return ew.one_hot(self.d, self.d.alloc(labels.shape + (n,), dtype), labels, n)
-
-    # -- linear algebra --------------------------------------------------------------------------------
-    def matmul(self, a, b):
-        return self._gemm(a, b, None, "none", False)[0]
-
-    def gemm_bias_act(self, a, b, bias, act):
-        if gemm.activation_after(act, a.dtype, a.shape, b.shape):     # (launch_gemm.py: why)
-            z = self._gemm(a, b, bias, "none", False)[0]
-            return self.activation(act, z, "fwd"), (z if ACT[act].saves == "z" else None)
-        return self._gemm(a, b, bias, act, ACT[act].saves == "z")
-
-    def _gemm(self, a, b, bias, act, want_z):
-        if a.dtype is bool_:
-            raise DTypeError("matmul of bool tensors is not supported on webgpu")
-        M, K = a.shape[-2], a.shape[-1]
-        shape = broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (M, b.shape[-1])
-        kb = gemm.k_block(self.loop_budget)
-        if prod(shape) and (K == 0 or (kb and K > kb)):
-            return self._gemm_split_k(a, b, bias, act, want_z, shape, kb)
-        out = self.d.alloc(shape, a.dtype)
-        z = self.d.alloc(shape, a.dtype) if want_z else None
-        if out.size == 0:
-            return out, z
-        a, b = gemm.dense_operands(self._copy, a, b, shape[-1], self.gemm_tile, self._gemm_caps)
-        return gemm.launch(self.d, a, b, bias, out, z, act_code(act), self.gemm_tile,
-                           self._gemm_caps)
-
-    def _gemm_split_k(self, a, b, bias, act, want_z, shape, kb):
-        """z = the sum of GEMMs over blocks of at most kb along K (each within the loop budget),
-        then bias and activation as separate primitives. Also the K == 0 case (z = 0)."""
-        K = a.shape[-1]
-        z = self.full(shape, 0, a.dtype) if K == 0 else None
-        for k0 in range(0, K, kb or max(K, 1)):        # kb None: no loop budget, one block
-            k1 = min(K, k0 + kb)
-            pa = sliced(a, full_index(a.shape[:-1]) + [(k0, k1, 1)])
-            pb = sliced(b, full_index(b.shape[:-2]) + [(k0, k1, 1), (0, b.shape[-1], 1)])
-            part = self._gemm(pa, pb, None, "none", False)[0]
-            z = part if z is None else self.binary("add", z, part)
-        if bias is not None:
-            z = self.binary("add", z, bias)
-        y = z if act == "none" else self.activation(act, z, "fwd")
-        return y, (z if want_z else None)
 
     # -- shapes and copies -----------------------------------------------------------------------------
     def reshape(self, h, shape):

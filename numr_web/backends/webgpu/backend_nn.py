@@ -9,6 +9,7 @@ from . import launch_attention as attn
 from . import launch_conv as conv
 from . import launch_index as idx
 from . import launch_norm as norm
+from . import launch_optim as optim
 from .views import prod
 
 
@@ -39,6 +40,18 @@ class NNPrimitives:
         out = self.d.alloc(tuple(shape), src.dtype)
         return idx.scatter_add(self.d, out, axis, index, self.contiguous(src),
                                self.loop_budget // 2)
+
+    # -- optimizers ---------------------------------------------------------------------------------
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+        arrays = [p, g] + ([] if m is None else [m, v])
+        if any(a.dtype is not float32 or a.shape != p.shape for a in arrays) or \
+                4 * p.size > self.binding_limit:
+            return None                     # the optimizer composes it (in chunks if need be)
+        outs = tuple(self.d.alloc(p.shape, float32) for _ in range(3))
+        if p.size:
+            dense = [self.contiguous(a) for a in arrays] + [None, None][:4 - len(arrays)]
+            optim.adam(self.d, *dense, outs, decay, factor, w, b2, eps, step_size, bc2_sqrt)
+        return outs
 
     # -- normalization -----------------------------------------------------------------------------
     def _norm_lanes(self, n):

@@ -430,6 +430,48 @@ ATTENTION = KernelFile(
     ],
 )
 
-KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, MATMUL_SG, INDEX, NORM, CONV, ATTENTION)}
+# -- optim.wgsl ------------------------------------------------------------------------------------------------
+OPTIM = KernelFile(
+    "optim.wgsl",
+    Layout(scalars=[
+        ("N", "elements of the parameter"),
+        ("OFFSET_P", "element offset of p (and of g, m, v: dense like it)"),
+        ("OFFSET_G", "element offset of g"),
+        ("OFFSET_M", "element offset of m"),
+        ("OFFSET_V", "element offset of v"),
+        ("F", "weight decay (f32 bits): 1 - lr wd (DECAY_DECOUPLED) or wd (DECAY_L2)"),
+        ("W", "the lerp weight 1 - beta1 (f32 bits)"),
+        ("W1", "1 - W, the second lerp form's weight (f32 bits)"),
+        ("B2", "beta2 (f32 bits)"),
+        ("W2", "1 - beta2 (f32 bits)"),
+        ("EPS", "epsilon (f32 bits)"),
+        ("STEP_SIZE", "lr / (1 - beta1^t) (f32 bits; not DEV)"),
+        ("BC2_SQRT", "sqrt(1 - beta2^t) (f32 bits; not DEV)"),
+        ("OFFSET_SS", "DEV: element offset of the step size in dss"),
+        ("OFFSET_BC", "DEV: element offset of sqrt(1 - beta2^t) in dbc"),
+    ], arrays=[]),
+    slots=[
+        ("p", "read", "array<f32>", "the parameter (dense)"),
+        ("g", "read", "array<f32>", "its gradient"),
+        ("m", "read", "array<f32>", "the first moment (not FIRST)"),
+        ("v", "read", "array<f32>", "the second moment (not FIRST)"),
+        ("po", "read_write", "array<f32>", "the updated parameter"),
+        ("mo", "read_write", "array<f32>", "the updated first moment"),
+        ("vo", "read_write", "array<f32>", "the updated second moment"),
+        ("dss", "read", "array<f32>", "DEV: the step size, computed on the device"),
+        ("dbc", "read", "array<f32>", "DEV: sqrt(1 - beta2^t), computed on the device"),
+    ],
+    entries={"adam": ("p", "g", "m", "v", "po", "mo", "vo", "dss", "dbc")},
+    overrides=[
+        ("DECAY", "u32", "0u", "weight decay: DECAY_NONE, DECAY_L2 (g += p F), DECAY_DECOUPLED (p F)"),
+        ("FIRST", "bool", "false", "no moments yet (they stand at 0)"),
+        ("DEV", "bool", "false", "the step size and bias correction are read from dss / dbc"),
+        ("LERP_HI", "bool", "false", "W >= 0.5: m = g - (g - m) W1 (torch.lerp's second form)"),
+    ],
+    codes={"DECAY": ("none", "l2", "decoupled")},
+)
+
+KERNELS = {k.name: k for k in (ELEMENTWISE, REDUCE, MATMUL, MATMUL_SG, INDEX, NORM, CONV, ATTENTION,
+                                                OPTIM)}
 # kernel files whose entry points are generated per call (codegen_fused.py), not in the file
 GENERATED = {FUSED.name: FUSED}

@@ -70,6 +70,7 @@ class Dispatcher:
         self.submits = 0
         self.counts: dict = {}        # "file.entry" -> dispatches recorded
         self.recording = None         # a graphs.Recording while nr.capture records a step
+        self.timing = None            # names of the dispatches recorded while nr.profile times
         # elementwise ops recorded lazily and run as one kernel (fusion.py); this device's own
         self.fusion = Fuser(self, min(FUSED_BUFFERS, int(lim.get("maxStorageBuffersPerShaderStage")
                                                          or FUSED_BUFFERS)))
@@ -101,8 +102,9 @@ class Dispatcher:
         self.launch_pipeline(self.kernels.pipeline(kfile, entry, dtype, out_dtype, consts), kfile,
                              entry, words, bufs, groups)
 
-    def launch_pipeline(self, pipe, kfile, entry, words, bufs, groups):
-        """Record one dispatch of a compiled pipeline of entry point `entry` of `kfile`."""
+    def launch_pipeline(self, pipe, kfile, entry, words, bufs, groups, profile_name=None):
+        """Record one dispatch of a compiled pipeline of entry point `entry` of `kfile`
+        (profile_name: what nr.profile calls it, the kernel's label by default)."""
         rec = self.recording
         label, slots = self._spec(kfile, entry)
         if rec is None:
@@ -125,6 +127,8 @@ class Dispatcher:
         (self.pending if rec is None else rec.dispatches).append(Dispatch(pipe, binds, groups, label))
         self.counts[label] = self.counts.get(label, 0) + 1
         if rec is None:
+            if self.timing is not None:
+                self.timing.append(profile_name or label)
             self.pending_bytes += nbytes
             # the arena is full, or large work: start it now (a pending fused chain stays open)
             sb = self.submit_bytes
@@ -145,9 +149,14 @@ class Dispatcher:
         self.adapter.write_buffer(self._arena, 0, bytes(self._meta[:n * META_BYTES]))
         pend, self.pending = self.pending, []
         self.pending_bytes = 0
-        self.adapter.submit(pend)
+        self.adapter.submit(pend, timed=self.timing is not None)
         self.submits += 1
         self.pool.submits += 1
+
+    @property
+    def wait_buffer(self):
+        """A small buffer to read when only waiting for the GPU."""
+        return self._dummy["read"]
 
     # -- grids -----------------------------------------------------------------------------------------
     def grid(self, n):

@@ -34,6 +34,7 @@ from . import codegen_fused
 from . import launch_elementwise as ew
 from .codegen import act_code, op_code
 from .contract import FUSED, FUSED_SCALARS
+from .timing import FUSED_PREFIX
 from .views import ITEMSIZE, GPUArray, coalesce, expanded, prod
 
 MAX_OPS = 64                  # ops per fused kernel (bounds the generated source and its compile)
@@ -230,7 +231,9 @@ class Fuser:
         w[L.N], w[L.NEG_ZERO] = n // 4 if vec4 else n, NEG_ZERO
         for k, m in smap.items():
             w[L.SCALARS + m] = scalars[k]
-        self.d.launch_pipeline(pipe, FUSED.name, entry, w, bufs, self.d.grid(w[L.N]))
+        self.d.launch_pipeline(pipe, FUSED.name, entry, w, bufs, self.d.grid(w[L.N]),
+                               None if self.d.timing is None else
+                               FUSED_PREFIX + "+".join(s[2] or s[1] for s in steps))
         self.kernels += 1
         self.fused_ops += len(steps)
 

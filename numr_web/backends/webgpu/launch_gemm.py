@@ -65,6 +65,28 @@ def dense_operands(copy, a, b, N, tile, caps):
                  and all(s % 4 == 0 for s in x.strides[:-2]) else copy(x) for x in (a, b))
 
 
+# A GEMM whose output has few tiles and a long K (a weight gradient x.T @ dz: K = tokens) would
+# leave most of a GPU idle, each workgroup looping over all of K: it runs as SPLIT_K batched slices
+# of K and one sum over them. Applied when the output has fewer than SPLIT_TILES 128 x 128 tiles
+# and K is at least SPLIT_MIN_K per slice.
+SPLIT_TILES = 256
+SPLIT_MIN_K = 512
+SPLIT_MAX = 32
+
+
+def split_k(M, N, K_, budget):
+    """Slices of K for an M x K_ x N GEMM: 1 (no split), or a power of two dividing K_ into slices
+    of at least SPLIT_MIN_K, a multiple of 16 long, until the slices' tiles reach SPLIT_TILES."""
+    if budget:
+        return 1                       # under a loop budget k_block already splits K
+    tiles = -(-M // 128) * -(-N // 128)
+    s = 1
+    while tiles * s < SPLIT_TILES and s < SPLIT_MAX and K_ % (2 * s * 16) == 0 \
+            and K_ // (2 * s) >= SPLIT_MIN_K:
+        s *= 2
+    return s
+
+
 def k_block(budget):
     """The largest K one GEMM launch may have under a loop budget (a power of two, >= 16)."""
     return max(16, 1 << ((budget // LOOP_ITERS_PER_K).bit_length() - 1)) if budget else None

@@ -10,6 +10,7 @@ import math
 
 from .. import _core
 from .._core import NumrError, Tensor
+from ...profiler import scope as profiler_scope
 
 
 class Optimizer:
@@ -62,7 +63,9 @@ class Optimizer:
         if closure is not None:
             with _core.enable_grad():
                 loss = closure()
-        with _core.no_grad():
+        first = self.param_groups[0]["params"][:1]
+        with _core.no_grad(), profiler_scope(f"{type(self).__name__}.step",
+                                             first[0]._backend if first else None):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
@@ -210,20 +213,22 @@ class Adam(Optimizer):
                                       capturable=bool(capturable), maximize=bool(maximize)))
 
     def _update(self, p, g, state, group):
-        if group.get("maximize"):
-            g = -g
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
-        base = p
-        if wd and self.decoupled:
-            base = p * (1 - lr * wd)
-        elif wd:
-            g = g + p * wd
         step = state.get("step")
         if group["capturable"]:
             step = state["step"] = _core.full((), 1.0, dtype=p.dtype, device=p.device) \
                 if step is None else step + 1
         else:
             step = state["step"] = (step or 0) + 1
+        if not (group["amsgrad"] or group.get("maximize")) and self._fused(p, g, state, group, step):
+            return
+        if group.get("maximize"):
+            g = -g
+        base = p
+        if wd and self.decoupled:
+            base = p * (1 - lr * wd)
+        elif wd:
+            g = g + p * wd
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         # the moments start at zero: a Python 0.0 stands for them (no zeros tensors to make)
         m = _lerp(0.0 if m is None else m, g, 1 - b1)
@@ -236,6 +241,30 @@ class Adam(Optimizer):
         bc2 = 1 - b2 ** step
         denom = v.sqrt() / (bc2.sqrt() if isinstance(bc2, Tensor) else math.sqrt(bc2)) + group["eps"]
         self._assign(p, base - (m * step_size) / denom)
+
+    def _fused(self, p, g, state, group, step):
+        """The whole update as one backend primitive where the backend has it (the same
+        arithmetic as the composed form below it, in one pass): True when done."""
+        be = p._backend
+        m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+        if g._backend is not be or (m is None) != (v is None):
+            return False
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        decay = None if not wd else "decoupled" if self.decoupled else "l2"
+        factor = (1 - lr * wd) if self.decoupled else wd
+        if isinstance(step, Tensor):
+            step_size, bc2_sqrt = (lr / (1 - b1 ** step))._data, (1 - b2 ** step).sqrt()._data
+        else:
+            step_size, bc2_sqrt = lr / (1 - b1 ** step), math.sqrt(1 - b2 ** step)
+        out = be.adam_update(p._data, g._data, None if m is None else m._data,
+                             None if v is None else v._data, decay, factor, 1 - b1, b2,
+                             group["eps"], step_size, bc2_sqrt)
+        if out is None:
+            return False
+        po, mo, vo = (Tensor._wrap(h, p.dtype, p.device, be) for h in out)
+        _core.rebind(p, po)
+        state["exp_avg"], state["exp_avg_sq"] = mo, vo
+        return True
 
 
 class AdamW(Adam):

@@ -1,24 +1,43 @@
-// numr-web: numr_web (tensors, autograd, fused GEMM + bias + activation) on WebGPU for any page.
+// numr-web: numr_web (tensors, autograd, fused GEMM + bias + activation) on WebGPU, or on numpy
+// (the cpu device) where the browser has no WebGPU, for any page.
 //
 //   import { loadNumr } from 'numr-web';
 //   const numr = await loadNumr();                       // main thread: numr.pyodide is ready to use
-//   await numr.runPython('import numr_web as nr; await (nr.ones((2, 2), device="webgpu") * 3).read()');
+//   await numr.runPython('import numr_web as nr; await (nr.ones((2, 2)) * 3).read()');
 //   const w = await loadNumr({ worker: true });          // or everything in a Web Worker
 //
-// Files: this module expects pyodide/ and wheels/ next to it (the npm package and the numr-web
-// wheel's app ship them); pass baseURL to load them from elsewhere.
-import { bootNumr, callPy, errorInfo, toPlain } from './boot.js';
+// Files: this module loads pyodide/, wheels/ and numr-web-worker.js from its runtime folder: the
+// folder this module lies in (the npm package's lib/), the folder numr-web/vite serves and emits
+// them to (a Vite project), or baseURL.
+import { bootNumr, callPy, checkDevice, errorInfo, NumrLoadError, toPlain } from './boot.js';
 import { checkWebGPU, describeBrowser, NoWebGPUError } from './webgpu.js';
 
-export { checkWebGPU, describeBrowser, NoWebGPUError };
+export { checkWebGPU, describeBrowser, NoWebGPUError, NumrLoadError };
 export const version = __NUMR_WEB_VERSION__;
-const WORKER_FILE = './numr-web-worker.js';
+export const WORKER_FILE = 'numr-web-worker.js';
+// numr-web/vite replaces this string literal with the URL of the folder it serves the runtime from
+const PLUGIN_BASE = '__NUMR_WEB_RUNTIME_BASE__';
+
+/** The runtime folder: baseURL (resolved against the page), else the bundler plugin's, else here. */
+export function runtimeBase(baseURL) {
+  // (not `new URL('./', import.meta.url)`: bundlers read that pattern as an asset to inline)
+  const here = import.meta.url;
+  const page = globalThis.location ? globalThis.location.href : here;
+  if (baseURL) return new URL(baseURL.endsWith('/') ? baseURL : baseURL + '/', page).href;
+  if (!PLUGIN_BASE.startsWith('__NUMR_WEB_')) return new URL(PLUGIN_BASE, page).href;
+  return new URL('./', here).href;
+}
 
 function remoteError(e) {
-  if (e && e.support) return new NoWebGPUError(e.support);
+  if (e && e.support && e.name === 'NoWebGPUError') {
+    const err = new NoWebGPUError(e.support);
+    err.message = e.message;
+    return err;
+  }
   const err = new Error(e.message);
   err.name = e.name === 'PythonError' ? 'PythonError' : e.name || 'Error';
   err.type = e.type;
+  if (e.url) { err.url = e.url; err.option = e.option; }
   return err;
 }
 
@@ -42,7 +61,7 @@ class MainThreadNumr {
 
 /** numr_web in a dedicated Web Worker: same methods; values cross as structured clones. */
 class WorkerNumr {
-  constructor(worker, { onStatus, stdout, stderr }) {
+  constructor(worker, workerURL, { onStatus, stdout, stderr }) {
     this.mode = 'worker'; this.pyodide = null; this.info = null; this.worker = worker;
     this._next = 1; this._pending = new Map();
     this._stopFlag = typeof SharedArrayBuffer !== 'undefined' && globalThis.crossOriginIsolated
@@ -59,7 +78,12 @@ class WorkerNumr {
       }
     };
     worker.onerror = (ev) => {
-      const err = new Error(`the numr_web worker failed: ${ev.message || 'could not load ' + WORKER_FILE}`);
+      // a worker that cannot load (404, not JavaScript, another origin) gives an event without a message
+      const err = ev.message
+        ? new Error(`the numr_web worker (${workerURL}) failed: ${ev.message}`)
+        : new NumrLoadError('the numr_web worker', workerURL, 'the browser could not start it as a module worker ' +
+          '(missing file, not JavaScript, or another origin than the page)');
+      ev.preventDefault?.();
       for (const p of this._pending.values()) p.reject(err);
       this._pending.clear();
     };
@@ -71,8 +95,8 @@ class WorkerNumr {
       this.worker.postMessage({ ...msg, id });
     });
   }
-  async _boot(baseURL) {
-    this.info = await this._send({ op: 'boot', baseURL, stopFlag: this._stopFlag && this._stopFlag.buffer });
+  async _boot(baseURL, device) {
+    this.info = await this._send({ op: 'boot', baseURL, device, stopFlag: this._stopFlag && this._stopFlag.buffer });
     return this;
   }
   runPython(code) { return this._send({ op: 'run', code }); }
@@ -87,29 +111,42 @@ class WorkerNumr {
 }
 
 /**
- * Loads numr_web on WebGPU. Options:
+ * Loads numr_web. Options:
+ *   device   "auto" (default): WebGPU where the browser grants an adapter, else the cpu device
+ *            (numpy in Pyodide); "webgpu": WebGPU or NoWebGPUError; "cpu": numpy only
  *   worker   false (default): in this thread, `.pyodide` usable directly; true: in a Web Worker
  *            (falls back to this thread where workers have no WebGPU)
- *   baseURL  where pyodide/ and wheels/ are (default: next to this module)
+ *   baseURL  the folder of pyodide/, wheels/ and numr-web-worker.js (default: next to this module,
+ *            or where numr-web/vite put them)
  *   onStatus(text), stdout(text), stderr(text)   progress and Python output
  * Resolves to an object with runPython(code), call(name, arg, {onEvent, stoppable}), stop(),
- * terminate(), mode, info and pyodide (main thread only). Rejects with NoWebGPUError (.support says
- * what is missing and how to get it) where there is no WebGPU.
+ * terminate(), mode, info ({device, device_reason, webgpu, version, python, jspi, ...}) and pyodide
+ * (main thread only). Rejects with NoWebGPUError (.support says what is missing and how to get it)
+ * where WebGPU is required and missing, or NumrLoadError (.url: what was tried, .option: what
+ * changes it) where a runtime file could not be loaded.
  */
-export async function loadNumr({ worker = false, baseURL, onStatus, stdout, stderr } = {}) {
-  const base = new URL(baseURL || './', baseURL ? (globalThis.location ? location.href : import.meta.url) : import.meta.url).href;
+export async function loadNumr({ worker = false, device = 'auto', baseURL, onStatus, stdout, stderr } = {}) {
+  const want = checkDevice(device);
+  const base = runtimeBase(baseURL);
   if (worker && typeof Worker !== 'undefined') {
-    const w = new Worker(new URL(WORKER_FILE, import.meta.url), { type: 'module', name: 'numr_web' });
-    const client = new WorkerNumr(w, { onStatus, stdout, stderr });
+    const workerURL = new URL(WORKER_FILE, base).href;
+    let w;
     try {
-      return await client._boot(base);
+      w = new Worker(workerURL, { type: 'module', name: 'numr_web' });
+    } catch (e) {
+      throw new NumrLoadError('the numr_web worker', workerURL, e && e.message || String(e));
+    }
+    const client = new WorkerNumr(w, workerURL, { onStatus, stdout, stderr });
+    try {
+      return await client._boot(base, want);
     } catch (err) {
       w.terminate();
-      if (!(err instanceof NoWebGPUError) || !(await checkWebGPU()).ok) throw err;
+      // workers without WebGPU where the page has it (older Safari): run on the page instead
+      if (err.name !== 'NoWebGPUError' || !(await checkWebGPU()).ok) throw err;
       (stderr || console.warn)('numr_web: this browser has no WebGPU in workers; running on the page instead');
     }
   }
-  const { py, info } = await bootNumr({ baseURL: base, onStatus, stdout, stderr });
+  const { py, info } = await bootNumr({ baseURL: base, device: want, onStatus, stdout, stderr });
   info.crossOriginIsolated = globalThis.crossOriginIsolated === true;
   return new MainThreadNumr(py, info);
 }

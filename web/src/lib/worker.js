@@ -1,8 +1,8 @@
 // The numr_web worker: Pyodide + numr_web + WebGPU in a dedicated worker; the page only renders.
-// Protocol (page -> worker): {op: 'boot', baseURL, stopFlag?} | {op: 'run', id, code}
+// Protocol (page -> worker): {op: 'boot', baseURL, device, stopFlag?} | {op: 'run', id, code}
 //   | {op: 'call', id, name, arg, stoppable} | {op: 'stop'}
 // (worker -> page): {op: 'status', text} | {op: 'log', stream, text} | {op: 'event', id, data}
-//   | {op: 'result', id, ok, value | error: {name, type, message, support?}}
+//   | {op: 'result', id, ok, value | error: {name, type, message, support?, url?, option?}}
 import { bootNumr, callPy, errorInfo, toPlain } from './boot.js';
 
 let py = null;
@@ -19,6 +19,7 @@ self.onmessage = async (ev) => {
       if (m.stopFlag) stopShared = new Int32Array(m.stopFlag);
       const booted = await bootNumr({
         baseURL: m.baseURL,
+        device: m.device,
         onStatus: (text) => postMessage({ op: 'status', text: String(text) }),
         stdout: (text) => postMessage({ op: 'log', stream: 'stdout', text }),
         stderr: (text) => postMessage({ op: 'log', stream: 'stderr', text }),
@@ -34,8 +35,6 @@ self.onmessage = async (ev) => {
       reply(m.id, true, await callPy(py, m.name, m.arg, emit, m.stoppable ? shouldStop : null));
     }
   } catch (err) {
-    const e = errorInfo(err);
-    if (err && err.support) e.support = err.support;
-    reply(m.id, false, e);
+    reply(m.id, false, errorInfo(err));
   }
 };

@@ -1,0 +1,3 @@
+import numrWeb from 'numr-web/vite';
+
+export default { plugins: [numrWeb()] };

@@ -1,0 +1,198 @@
+// numr_web cuda backend: the fused nn kernels (launched by nn.py): layer / RMS norm forward and
+// backward, and the Adam / AdamW update. Appended to kernels.cu by codegen.py (uses its IO<S>).
+// Storage S: float, double, half_t (computed in float, rounded once); C: the compute type.
+
+// sum over the 32 lanes of a warp (every lane gets it)
+template <typename C> __device__ __forceinline__ C warp_sum(C v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// -- layer / RMS norm, one warp per row of n -------------------------------------------------------
+// A row's values sit in registers (NT per lane, n <= 32 NT): one read of x, one write of y. NT 0
+// is the loop form for any n (x read three times, through L1). Formulas as array_nn.layer_norm:
+// mean = sum(x) / n, var = sum((x - mean)^2) / n, rstd = 1 / sqrt(var + eps) (RMS: mean 0).
+#define ROW_OF_WARP ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5))
+
+template <typename S, int NT, bool RMS, bool HW, bool HB>
+__global__ void __launch_bounds__(256) ln_fwd(
+        const S* __restrict__ x, const S* __restrict__ w, const S* __restrict__ b,
+        S* __restrict__ y, S* __restrict__ mean_out, S* __restrict__ rstd_out,
+        long long rows, long long n, double eps) {
+    typedef typename IO<S>::C C;
+    const int lane = threadIdx.x & 31;
+    const long long row = ROW_OF_WARP;
+    if (row >= rows) return;
+    const S* xr = x + row * n;
+    S* yr = y + row * n;
+    C v[NT > 0 ? NT : 1];
+    C s = C(0), q = C(0);
+    if constexpr (NT > 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            v[t] = lane + 32 * t < n ? IO<S>::ld(xr[lane + 32 * t]) : C(0);
+            s += v[t];
+        }
+    } else {
+        for (long long j = lane; j < n; j += 32) s += IO<S>::ld(xr[j]);
+    }
+    const C mu = RMS ? C(0) : warp_sum(s) / C(n);
+    if constexpr (NT > 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const C d = lane + 32 * t < n ? v[t] - mu : C(0);
+            q += d * d;
+        }
+    } else {
+        for (long long j = lane; j < n; j += 32) { const C d = IO<S>::ld(xr[j]) - mu; q += d * d; }
+    }
+    const C rs = C(1) / sqrt(warp_sum(q) / C(n) + C(eps));
+    if (lane == 0) {
+        if (!RMS) mean_out[row] = IO<S>::st(mu);
+        rstd_out[row] = IO<S>::st(rs);
+    }
+    if constexpr (NT > 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int j = lane + 32 * t;
+            if (j < n) {
+                C o = (v[t] - mu) * rs;
+                if (HW) o = o * IO<S>::ld(w[j]);
+                if (HB) o = o + IO<S>::ld(b[j]);
+                yr[j] = IO<S>::st(o);
+            }
+        }
+    } else {
+        for (long long j = lane; j < n; j += 32) {
+            C o = (IO<S>::ld(xr[j]) - mu) * rs;
+            if (HW) o = o * IO<S>::ld(w[j]);
+            if (HB) o = o + IO<S>::ld(b[j]);
+            yr[j] = IO<S>::st(o);
+        }
+    }
+}
+
+// dx per row: g = dy * w, xhat = (x - mean) rstd, dx = (g - mean(g) - xhat mean(g xhat)) rstd
+// (RMS: no mean(g) term), as array_nn.layer_norm_backward
+template <typename S, int NT, bool RMS, bool HW>
+__global__ void __launch_bounds__(256) ln_bwd_dx(
+        const S* __restrict__ dy, const S* __restrict__ x, const S* __restrict__ w,
+        const S* __restrict__ mean, const S* __restrict__ rstd, S* __restrict__ dx,
+        long long rows, long long n) {
+    typedef typename IO<S>::C C;
+    const int lane = threadIdx.x & 31;
+    const long long row = ROW_OF_WARP;
+    if (row >= rows) return;
+    const S* xr = x + row * n;
+    const S* gr = dy + row * n;
+    S* dr = dx + row * n;
+    const C mu = RMS ? C(0) : IO<S>::ld(mean[row]);
+    const C rs = IO<S>::ld(rstd[row]);
+    C gv[NT > 0 ? NT : 1], hv[NT > 0 ? NT : 1];
+    C sg = C(0), sgh = C(0);
+    if constexpr (NT > 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int j = lane + 32 * t;
+            C g = C(0), h = C(0);
+            if (j < n) {
+                g = IO<S>::ld(gr[j]);
+                if (HW) g = g * IO<S>::ld(w[j]);
+                h = (IO<S>::ld(xr[j]) - mu) * rs;
+            }
+            gv[t] = g;
+            hv[t] = h;
+            sg += g;
+            sgh += g * h;
+        }
+    } else {
+        for (long long j = lane; j < n; j += 32) {
+            C g = IO<S>::ld(gr[j]);
+            if (HW) g = g * IO<S>::ld(w[j]);
+            const C h = (IO<S>::ld(xr[j]) - mu) * rs;
+            sg += g;
+            sgh += g * h;
+        }
+    }
+    const C mg = RMS ? C(0) : warp_sum(sg) / C(n);
+    const C mgh = warp_sum(sgh) / C(n);
+    if constexpr (NT > 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int j = lane + 32 * t;
+            if (j < n) dr[j] = IO<S>::st((gv[t] - mg - hv[t] * mgh) * rs);
+        }
+    } else {
+        for (long long j = lane; j < n; j += 32) {
+            C g = IO<S>::ld(gr[j]);
+            if (HW) g = g * IO<S>::ld(w[j]);
+            const C h = (IO<S>::ld(xr[j]) - mu) * rs;
+            dr[j] = IO<S>::st((g - mg - h * mgh) * rs);
+        }
+    }
+}
+
+// partial column sums of dy * xhat (the weight's gradient) and dy (the bias's) over the rows of
+// chunk blockIdx.y: one thread a column, consecutive threads consecutive columns (coalesced);
+// nn.py adds the chunks' partials (a fixed order: deterministic)
+template <typename S, bool RMS, bool HB>
+__global__ void __launch_bounds__(256) ln_bwd_wb(
+        const S* __restrict__ dy, const S* __restrict__ x, const S* __restrict__ mean,
+        const S* __restrict__ rstd, typename IO<S>::C* __restrict__ pw,
+        typename IO<S>::C* __restrict__ pb, long long rows, long long n, long long chunk) {
+    typedef typename IO<S>::C C;
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    C aw = C(0), ab = C(0);
+    for (long long r = r0; r < r1; ++r) {
+        const C g = IO<S>::ld(dy[r * n + j]);
+        const C mu = RMS ? C(0) : IO<S>::ld(mean[r]);
+        aw += g * ((IO<S>::ld(x[r * n + j]) - mu) * IO<S>::ld(rstd[r]));
+        if (HB) ab += g;
+    }
+    pw[blockIdx.y * n + j] = aw;
+    if (HB) pb[blockIdx.y * n + j] = ab;
+}
+
+// -- Adam / AdamW: one pass over a parameter ---------------------------------------------------------
+// The same arithmetic, in the same order and roundings, as nn/optim's composed update (each
+// operation rounded on its own: __f*_rn keeps the compiler from contracting into FMAs):
+//   AdamW: base = p * f (f = 1 - lr wd) | Adam: g = g + p * f (f = wd) | no decay: base = p
+//   m = lerp(m, g, w) (torch's two forms: m + (g - m) w for |w| < 0.5, else g - (g - m)(1 - w))
+//   v = v b2 + (g (1 - b2)) g;   p = base - (m step_size) / (sqrt(v) / bc2_sqrt + eps)
+// FIRST: no state yet, m and v stand at 0 (the composed update's Python 0.0: m = 0 + (g - 0) w,
+// v = (g (1 - b2)) g). step_size and bc2_sqrt come as values or (DEV, capturable) from the device.
+// Scalars arrive as doubles and are rounded to float as numpy rounds a Python number for float32.
+#define ADAM_DECAY_NONE 0
+#define ADAM_DECAY_L2 1
+#define ADAM_DECAY_DECOUPLED 2
+template <int DECAY, bool FIRST, bool DEV, bool LERP_HI>
+__global__ void __launch_bounds__(256) adam_f32(
+        const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ m,
+        const float* __restrict__ v, float* __restrict__ po, float* __restrict__ mo,
+        float* __restrict__ vo, const float* __restrict__ dss, const float* __restrict__ dbc,
+        long long n, double f_, double w_, double w1_, double b2_, double w2_, double eps_,
+        double ss_, double bc_) {
+    const float f = (float)f_, w = (float)w_, w1 = (float)w1_, b2 = (float)b2_, w2 = (float)w2_;
+    const float eps = (float)eps_;
+    const float ss = DEV ? dss[0] : (float)ss_, bc = DEV ? dbc[0] : (float)bc_;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float pi = p[i];
+        float gi = g[i], base = pi;
+        if (DECAY == ADAM_DECAY_DECOUPLED) base = __fmul_rn(pi, f);
+        if (DECAY == ADAM_DECAY_L2) gi = __fadd_rn(gi, __fmul_rn(pi, f));
+        const float m0 = FIRST ? 0.f : m[i];
+        const float d = __fsub_rn(gi, m0);
+        const float mi = LERP_HI ? __fsub_rn(gi, __fmul_rn(d, w1)) : __fadd_rn(m0, __fmul_rn(d, w));
+        const float gg = __fmul_rn(__fmul_rn(gi, w2), gi);
+        const float vi = FIRST ? gg : __fadd_rn(__fmul_rn(v[i], b2), gg);
+        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc), eps);
+        po[i] = __fsub_rn(base, __fdiv_rn(__fmul_rn(mi, ss), den));
+        mo[i] = mi;
+        vo[i] = vi;
+    }
+}

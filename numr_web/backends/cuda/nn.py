@@ -1,0 +1,123 @@
+"""Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
+(one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
+for the weight and bias gradients' partial column sums), and the Adam / AdamW update (one kernel
+per parameter instead of a dozen elementwise ones). Cases the kernels do not cover fall back to
+the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
+from __future__ import annotations
+
+from ...shapes import prod
+from . import timing
+
+WARPS = 8                              # rows per block of the norm kernels (256 threads)
+ROW_REGISTERS = (1, 2, 4, 8, 16, 32)   # values per lane kept in registers (rows up to 32 * 32)
+GRAD_COLS = 256                        # columns per block of the weight-gradient partials
+ADAM_BLOCK, ADAM_BLOCKS_PER_SM = 256, 8
+DECAY = {None: 0, "l2": 1, "decoupled": 2}    # nn.cu's ADAM_DECAY_*
+
+
+def _b(flag):
+    return "true" if flag else "false"
+
+
+def _nt(n):
+    return next((t for t in ROW_REGISTERS if 32 * t >= n), 0)
+
+
+class CudaNN:
+    profile_timer = timing.timer          # nr.profile's device timer (CUDA events)
+
+    def _nn_fn(self, name, family):
+        return self.kernels.function(name, lambda: [name] + list(family()))
+
+    def _norm_plan(self, x, k):
+        ct = self._ct.get(x.dtype.char)
+        n = prod(x.shape[x.ndim - k:])
+        rows = prod(x.shape[:x.ndim - k])
+        return ct, n, rows
+
+    # -- layer / RMS norm ------------------------------------------------------------------------
+    def layer_norm(self, x, weight, bias, k, eps, rms):
+        ct, n, rows = self._norm_plan(x, k)
+        if ct is None or n == 0 or rows == 0:
+            return super().layer_norm(x, weight, bias, k, eps, rms)
+        xp = self.xp
+        x = xp.ascontiguousarray(x)
+        w = None if weight is None else xp.ascontiguousarray(weight)
+        b = None if bias is None else xp.ascontiguousarray(bias)
+        lead = x.shape[:x.ndim - k]
+        y = xp.empty(x.shape, dtype=x.dtype)
+        mean = None if rms else xp.empty(lead, dtype=x.dtype)
+        rstd = xp.empty(lead, dtype=x.dtype)
+        nt = _nt(n)
+        name = f"ln_fwd<{ct}, {nt}, {_b(rms)}, {_b(w is not None)}, {_b(b is not None)}>"
+        fn = self._nn_fn(name, lambda: (f"ln_fwd<{ct}, {nt}, {_b(rms)}, {_b(hw)}, {_b(hb)}>"
+                                        for hw in (False, True) for hb in (False, True)))
+        fn((-(-rows // WARPS),), (32 * WARPS,),
+           (x, 0 if w is None else w, 0 if b is None else b, y, 0 if mean is None else mean,
+            rstd, rows, n, float(eps)))
+        return y, mean, rstd
+
+    def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
+        ct, n, rows = self._norm_plan(x, k)
+        if ct is None or n == 0 or rows == 0:
+            return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
+        xp = self.xp
+        dy, x = xp.ascontiguousarray(dy), xp.ascontiguousarray(x)
+        w = None if weight is None else xp.ascontiguousarray(weight)
+        mp = 0 if mean is None else xp.ascontiguousarray(mean)
+        rstd = xp.ascontiguousarray(rstd)
+        dx = xp.empty(x.shape, dtype=x.dtype)
+        nt = _nt(n)
+        name = f"ln_bwd_dx<{ct}, {nt}, {_b(rms)}, {_b(w is not None)}>"
+        fn = self._nn_fn(name, lambda: (f"ln_bwd_dx<{ct}, {nt}, {_b(rms)}, {_b(hw)}>"
+                                        for hw in (False, True)))
+        fn((-(-rows // WARPS),), (32 * WARPS,),
+           (dy, x, 0 if w is None else w, mp, rstd, dx, rows, n))
+        if w is None:
+            return dx, None, None
+        hb = not rms
+        acc = xp.float64 if ct == "double" else xp.float32
+        col_blocks = -(-n // GRAD_COLS)
+        chunks = max(1, min(rows, -(-4 * self._sms // col_blocks)))
+        chunk = -(-rows // chunks)
+        chunks = -(-rows // chunk)
+        pw = xp.empty((chunks, n), dtype=acc)
+        pb = xp.empty((chunks, n), dtype=acc) if hb else None
+        name = f"ln_bwd_wb<{ct}, {_b(rms)}, {_b(hb)}>"
+        fn = self._nn_fn(name, lambda: (f"ln_bwd_wb<{ct}, {_b(r)}, {_b(not r)}>"
+                                        for r in (False, True)))
+        fn((col_blocks, chunks), (GRAD_COLS,),
+           (dy, x, mp, rstd, pw, 0 if pb is None else pb, rows, n, chunk))
+        dw = pw.sum(axis=0).astype(weight.dtype, copy=False).reshape(weight.shape)
+        db = None if pb is None else pb.sum(axis=0).astype(weight.dtype, copy=False) \
+            .reshape(weight.shape)
+        return dx, dw, db
+
+    # -- Adam / AdamW ------------------------------------------------------------------------------
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+        """(p, m, v) after one Adam step (see nn.cu's adam_f32 for the formula); m and v None on
+        the first step; step_size / bc2_sqrt Python numbers or 0-d device arrays (capturable).
+        None where the kernel does not apply (not float32)."""
+        xp = self.xp
+        if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape:
+            return None
+        first = m is None
+        dev = not isinstance(step_size, (int, float))
+        p, g = xp.ascontiguousarray(p), xp.ascontiguousarray(g)
+        if not first:
+            m, v = xp.ascontiguousarray(m), xp.ascontiguousarray(v)
+        po, mo, vo = (xp.empty(p.shape, dtype=xp.float32) for _ in range(3))
+        hi = abs(w) >= 0.5
+        name = f"adam_f32<{DECAY[decay]}, {_b(first)}, {_b(dev)}, {_b(hi)}>"
+        fn = self._nn_fn(name, lambda: (f"adam_f32<{d}, {_b(f)}, {_b(dev)}, {_b(hi)}>"
+                                        for d in DECAY.values() for f in (False, True)))
+        n = p.size
+        if n:
+            blocks = max(1, min(-(-n // ADAM_BLOCK), ADAM_BLOCKS_PER_SM * self._sms))
+            fn((blocks,), (ADAM_BLOCK,),
+               (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
+                step_size if dev else 0, bc2_sqrt if dev else 0, n, float(factor), float(w),
+                float(1 - w), float(b2), float(1 - b2), float(eps),
+                0.0 if dev else float(step_size), 0.0 if dev else float(bc2_sqrt)))
+        return po, mo, vo
+

@@ -1,0 +1,43 @@
+"""Launcher of shaders/optim.wgsl: the Adam / AdamW update of one float32 parameter in one
+dispatch (instead of a dozen elementwise ops, each a Python call)."""
+from __future__ import annotations
+
+import struct
+
+from ...dtypes import float32
+from .contract import OPTIM
+
+K = OPTIM
+L = K.layout
+_FILE = K.name
+
+
+def _f32(x):
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
+
+
+def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+    """p, g, m, v: float32 GPUArrays of one size (m, v None on the first step); outs: three new
+    dense arrays (p, m, v); step_size / bc2_sqrt: numbers, or 0-d float32 GPUArrays (DEV)."""
+    n = p.size
+    words = L.new()
+    words[L.N] = n
+    bufs = {}
+    bufs["p"], words[L.OFFSET_P] = d.bind(p, p.offset, n)
+    bufs["g"], words[L.OFFSET_G] = d.bind(g, g.offset, n)
+    if m is not None:
+        bufs["m"], words[L.OFFSET_M] = d.bind(m, m.offset, n)
+        bufs["v"], words[L.OFFSET_V] = d.bind(v, v.offset, n)
+    for name, t in zip(("po", "mo", "vo"), outs):
+        bufs[name] = d.bind_whole(t)
+    dev = not isinstance(step_size, (int, float))
+    if dev:
+        bufs["dss"], words[L.OFFSET_SS] = d.bind(step_size, step_size.offset, 1)
+        bufs["dbc"], words[L.OFFSET_BC] = d.bind(bc2_sqrt, bc2_sqrt.offset, 1)
+    else:
+        words[L.STEP_SIZE], words[L.BC2_SQRT] = _f32(step_size), _f32(bc2_sqrt)
+    words[L.F], words[L.W], words[L.W1] = _f32(factor), _f32(w), _f32(1 - w)
+    words[L.B2], words[L.W2], words[L.EPS] = _f32(b2), _f32(1 - b2), _f32(eps)
+    consts = {"DECAY": K.code("DECAY", decay or "none"), "FIRST": int(m is None),
+              "DEV": int(dev), "LERP_HI": int(abs(w) >= 0.5)}
+    d.launch(_FILE, "adam", float32, consts, words, bufs, d.grid(n))

@@ -1,0 +1,60 @@
+"""The one-pass Adam / AdamW update (a backend primitive where the device has it: webgpu, cuda)
+against the update written here in float64: within a few float32 roundings of the terms' size.
+(capturable=True computes the bias corrections in float32 on the device, as torch does; its
+cancellation in 1 - beta2^t is test_optim's torch comparison's business.)"""
+import numpy as np
+import pytest
+
+import numr_web as nr
+from numr_web import nn
+
+
+def _reference(p, grads, lr, b1, b2, eps, wd, decoupled):
+    """torch.optim.Adam / AdamW's update in float64: (p, m, v), and the same recursions on the
+    terms' magnitudes (no cancellation), which bound the rounding error of a float32 run."""
+    p = p.astype(np.float64)
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    pa, ma, va = np.abs(p), np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, 1):
+        g = g.astype(np.float64)
+        ga = np.abs(g)
+        if decoupled:
+            p, pa = p * (1 - lr * wd), pa * (1 - lr * wd)
+        elif wd:
+            g, ga = g + p * wd, ga + pa * wd
+        m, ma = b1 * m + (1 - b1) * g, b1 * ma + (1 - b1) * ga
+        v, va = b2 * v + (1 - b2) * g * g, b2 * va + (1 - b2) * ga * ga
+        den = np.sqrt(v) / np.sqrt(1 - b2 ** t) + eps
+        p = p - lr / (1 - b1 ** t) * m / den
+        pa = pa + lr / (1 - b1 ** t) * ma / den
+    return (p, m, v), (pa, ma, va)
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("AdamW", dict(weight_decay=0.1)),
+    ("Adam", dict(weight_decay=0.01)),
+    ("Adam", dict()),
+    ("AdamW", dict(betas=(0.3, 0.99), weight_decay=0.0)),     # torch.lerp's second form
+])
+def test_adam_step_matches_float64(device, name, kw):
+    if nr.get_backend(device).dtype_of(nr.ones(1, device=device)._data) is not nr.float32:
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(0)
+    shape, steps, lr = (257, 33), 5, 0.01
+    p0 = rng.normal(size=shape).astype(np.float32)
+    grads = [rng.normal(size=shape).astype(np.float32) for _ in range(steps)]
+    p = nn.Parameter(nr.tensor(p0, device=device))
+    opt = getattr(nn.optim, name)([p], lr=lr, **kw)
+    for g in grads:
+        p.grad = nr.tensor(g, device=device)
+        opt.step()
+    b1, b2 = kw.get("betas", (0.9, 0.999))
+    wd = kw.get("weight_decay", 0.01 if name == "AdamW" else 0.0)
+    want, size = _reference(p0, grads, lr, b1, b2, 1e-8, wd, name == "AdamW")
+    st = opt.state[p]
+    got = (p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy())
+    u = 2.0 ** -24                                   # float32's unit roundoff
+    for what, g, w, a in zip(("p", "m", "v"), got, want, size):
+        # each step rounds a handful of float32 operations, each within u of its terms' size
+        err = np.abs(g.astype(np.float64) - w) / (u * a)
+        assert err.max() <= 2 * steps, f"{what}: {err.max():.1f} u"
