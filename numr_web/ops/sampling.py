@@ -28,7 +28,10 @@ from .sorting import topk
 
 
 def _check_later(x, bad, message):
-    x._backend.check_later(bad.any()._data if bad.size else None, message)
+    """Raise ShapeError(message) if any of `bad` is true: at once on cpu, at the next readback
+    on a GPU (numr_web's deferred checks, naming the call)."""
+    op, _, text = message.partition(": ")
+    x._backend.check_later(bad.any()._data if bad.size else None, op, text)
 
 
 def _float_work(x):
