@@ -14,7 +14,7 @@ from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
 from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
                      IndexOutOfRangeError,
                      GradientError, KernelError, NumrError, ShapeError, StateDictError,
-                     UnknownActivationError)
+                     UnknownActivationError, UnsupportedError)
 from .backends import available_devices, get_backend
 from .gradmode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                        no_grad, set_grad_enabled)
@@ -39,6 +39,7 @@ from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cum
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
                              std_mean, swapaxes, swapdims, tile, trace, unbind, var_mean)
 from .ops.sorting import argsort, kthvalue, median, msort, sort, topk
+from .ops.sampling import bernoulli, multinomial, normal, poisson
 from .ops.torch_functions import (broadcast_shapes, broadcast_tensors, broadcast_to, cosine_similarity,
                                   cross, einsum, fmax, fmin, from_numpy, hypot, index_add, kron, logaddexp,
                                   masked_select, meshgrid, nonzero, randperm, scatter_add,
@@ -64,10 +65,12 @@ from .capture import capture
 from .profiler import profile, record_function
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from . import amp  # noqa: F401  (nr.amp.GradScaler)
+from .torch_alias import install_as_torch
 from . import nn  # noqa: F401
 
 bool = bool_  # noqa: A001  (nr.bool like torch.bool)
 float, double, half, int = float32, float64, float16, int32  # noqa: A001  (torch.float ...)
+long = int64 = int32          # torch's 64-bit integer names: int32 is the widest integer (README)
 cat = concat
 clip = clamp
 

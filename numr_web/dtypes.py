@@ -49,14 +49,31 @@ float64 = DType("float64", 8, "f", "d", 4)
 
 ALL = (bool_, int32, float16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": int32, "bool_": bool_})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": int32, "bool_": bool_,
+                 # torch's 64-bit integer names: int32 is the widest integer (README), so
+                 # dtype=torch.long stores int32 and a value beyond its range raises DTypeError
+                 "long": int32, "int64": int32})
 default_float = float32
+
+
+class UnsupportedDType(DType):
+    """A torch dtype numr_web has no storage for (torch.bfloat16, torch.uint8, ...): it exists so
+    that code naming it imports, and using it raises DTypeError with `why`."""
+    __slots__ = ("why",)
+
+    def __init__(self, name, itemsize, kind, why):
+        super().__init__(name, itemsize, kind, "", -1)
+        self.why = why
+
+
+def unsupported(d):
+    raise DTypeError(f"dtype {d.name} is not supported by numr_web: {d.why}")
 
 
 def get_dtype(d) -> DType:
     """Accept a DType, its name, or a numpy dtype / type object; raise DTypeError otherwise."""
     if isinstance(d, DType):
-        return d
+        return d if d.rank >= 0 else unsupported(d)
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
     if d is float:

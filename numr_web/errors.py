@@ -12,6 +12,9 @@ before any work reaches a device (a bad argument never loses a GPU device).
     ├── BackendLimitError(RuntimeError)  hardware limits
     ├── GradientError(RuntimeError)  autograd misuse
     ├── KernelError(RuntimeError)  a GPU kernel failed
+    ├── UnsupportedError(NotImplementedError)  a torch feature numr_web does not provide
+    │   └── UnsupportedAttributeError(AttributeError)  a torch name numr_web.torch lacks
+    ├── WeightsOnlyUnpicklingError(pickle.UnpicklingError)  torch.load met a global not allowed
     └── DistributedError(RuntimeError)  a collective failed (a rank died, timed out, mismatched)
 
 The second base is the built-in class torch raises in the same situation, so code written for
@@ -22,6 +25,7 @@ A check on values (labels, indices) raises at the call on the cpu; on a GPU it i
 next sync (numr_web/backends/checks.py), and the error names the op and the user's call that
 queued it, also as the attributes `.op` (e.g. "cross_entropy") and `.call_site` ((file, line)).
 """
+import pickle
 
 
 class NumrError(Exception):
@@ -126,6 +130,36 @@ class KernelError(NumrError, RuntimeError):
     """A GPU kernel failed to compile or validate, or the device was lost. Names the kernel.
 
     KernelError: elementwise.unary[float32,OP=2]: <the WGSL compiler's message>
+    """
+
+
+class UnsupportedError(NumrError, NotImplementedError):
+    """A PyTorch name or argument numr_web.torch does not provide, or provides with other
+    semantics: says what differs and what to use instead (README: "Running PyTorch code").
+
+    >>> torch.nn.LSTM(8, 16, proj_size=4)
+    UnsupportedError: LSTM(proj_size=...) is not supported; use proj_size=0 and a Linear layer
+    on the output
+    """
+
+
+class UnsupportedAttributeError(UnsupportedError, AttributeError):
+    """A torch name numr_web.torch does not have. Also an AttributeError, so hasattr(torch, name)
+    is False and getattr(torch, name, default) gives the default.
+
+    >>> torch.jit
+    UnsupportedAttributeError: torch.jit: TorchScript (torch.jit) is not supported: run the module
+    as it is; torch.compile is accepted and returns the model unchanged
+    """
+
+
+class WeightsOnlyUnpicklingError(NumrError, pickle.UnpicklingError):
+    """torch.load(weights_only=True) of a pickle naming a class that is not allowed (PyTorch
+    raises pickle.UnpicklingError there too).
+
+    >>> torch.load("model.pt")
+    WeightsOnlyUnpicklingError: Weights only load failed: model.Net is not an allowed global. ...
+    allow it: torch.serialization.add_safe_globals([Net]) or ...
     """
 
 

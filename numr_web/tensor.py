@@ -250,9 +250,12 @@ class Tensor:
 
     @property
     def data(self):
-        """The values without the graph (torch's .data): a detached tensor sharing storage.
-        Assigning a tensor of the same dtype and device rebinds this tensor's storage."""
-        return self.detach()
+        """The values without the graph (torch's .data): a detached tensor sharing storage; an
+        in-place write to it (t.data.add_(g), t.data.uniform_()) writes this tensor too, as in
+        torch. Assigning a tensor of the same dtype and device rebinds this tensor's storage."""
+        alias = self.detach()
+        alias._data_of = self
+        return alias
 
     @data.setter
     def data(self, value):
@@ -359,7 +362,7 @@ class Tensor:
 
 _OWN_FIELDS = frozenset(("_data", "dtype", "device", "_backend", "_requires_grad", "_grad",
                          "grad_fn", "_out_index", "_hooks", "_grad_hooks", "_retains_grad",
-                         "_version"))
+                         "_version", "_data_of"))
 
 
 def _rebuild(raw, shape, dtype_name, device, requires_grad, grad=None, extra=None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
+from ..devices import DEVICES
 from ..errors import BackendUnavailableError, DeviceError
 from ..host import dlpack_device_type
 
@@ -52,7 +53,7 @@ def normalize_device(device):
         name = "webgpu"
     if name not in REGISTRY:
         raise DeviceError(f"unknown device {device!r}; expected one of {list(REGISTRY)}")
-    return name
+    return DEVICES[name]           # a str with torch.device's .type / .index (numr_web.devices)
 
 
 def get_backend(device):
@@ -68,6 +69,7 @@ def get_backend(device):
                     f"device {device!r} is not available here: {why}. "
                     f"Available devices: {available_devices()}")
             be = _instances[device] = _backend_class(device)()
+            be.device = DEVICES[device]
     return be
 
 

@@ -20,5 +20,9 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
                    L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
+from .transformer import (Transformer, TransformerDecoder,  # noqa: F401
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+from .upsample import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .optim import SGD, Adam, AdamW, clip_grad_norm_  # noqa: F401  (nn.SGD etc. for the demos)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from ..backends import normalize_device  # noqa: F401
 from ..creation import full, rand, randn, tensor, zeros, zeros_like  # noqa: F401
 from ..dtypes import get_dtype
-from ..errors import DTypeError, IndexOutOfRangeError, NumrError, ShapeError  # noqa: F401
+from ..errors import (DTypeError, IndexOutOfRangeError, NumrError, ShapeError,  # noqa: F401
+                      UnsupportedError)
 from ..gradmode import enable_grad, no_grad  # noqa: F401
 from ..ops.activations import get_act  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401

@@ -1,8 +1,8 @@
 """MultiheadAttention with torch's parameters (in_proj_weight (3E, E), in_proj_bias, out_proj),
 so torch checkpoints load. batch_first defaults to True here (DESIGN.md); torch's default is False.
 
-Masks follow torch's MultiheadAttention: a bool attn_mask is True where attention is NOT allowed,
-a float one is added to the scores. is_causal=True alone is enough here (torch also wants the
+Masks follow torch's MultiheadAttention: a bool attn_mask or key_padding_mask is True where
+attention is NOT allowed, a float one is added to the scores. is_causal=True alone is enough here (torch also wants the
 causal attn_mask). need_weights=False takes the fused scaled_dot_product_attention path."""
 from __future__ import annotations
 
@@ -36,13 +36,13 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         """-> (output, attention weights averaged over heads, or per head; None when
-        need_weights=False)."""
-        if key_padding_mask is not None:
-            raise _core.NumrError("key_padding_mask is not supported yet; fold it into attn_mask "
-                                  "(True where attention is not allowed)")
+        need_weights=False). key_padding_mask (B, S): bool, True where a key is padding (not
+        attended), or float, added to the scores (torch's)."""
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         q, k, v = self._project(query, key, value)
+        attn_mask = _merge_masks(attn_mask, key_padding_mask, q.shape[0], self.num_heads,
+                                 q.shape[2], k.shape[2])
         if need_weights or (self.training and self.dropout > 0):
             y, w = self._explicit(q, k, v, attn_mask, is_causal)
         else:
@@ -82,8 +82,6 @@ class MultiheadAttention(Module):
                                   device=scores.device)
             scores = _core.where(causal, -math.inf, scores)
         if attn_mask is not None:
-            if attn_mask.ndim == 3:                     # (B * H, T, S) as torch
-                attn_mask = attn_mask.reshape(-1, self.num_heads, t, s)
             scores = _core.where(attn_mask, -math.inf, scores) \
                 if attn_mask.dtype.name == "bool" else scores + attn_mask
         w = _core.softmax(scores, -1)
@@ -93,3 +91,29 @@ class MultiheadAttention(Module):
 
     def extra_repr(self):
         return ""
+
+
+def _merge_masks(attn_mask, key_padding_mask, b, heads, t, s):
+    """attn_mask ((T, S), or (B * H, T, S) as torch) and key_padding_mask ((B, S)) as one mask
+    broadcastable to (B, H, T, S): bool (True: not attended) when both are bool, else float
+    (added to the scores; a True of a bool mask becomes -inf), as torch merges them."""
+    if attn_mask is not None and attn_mask.ndim == 3:
+        attn_mask = attn_mask.reshape(-1, heads, t, s)
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (b, s):
+            raise _core.ShapeError(f"key_padding_mask must have shape (batch, source length) = "
+                                   f"{(b, s)}, got {tuple(key_padding_mask.shape)}")
+        key_padding_mask = key_padding_mask.reshape(b, 1, 1, s)
+    masks = [m for m in (attn_mask, key_padding_mask) if m is not None]
+    if len(masks) < 2:
+        return masks[0] if masks else None
+    if all(m.dtype.name == "bool" for m in masks):
+        return masks[0] | masks[1]
+    return _as_float_mask(masks[0], masks[1]) + _as_float_mask(masks[1], masks[0])
+
+
+def _as_float_mask(m, other):
+    dtype = other.dtype if other.dtype.is_floating else m.dtype
+    if m.dtype.name == "bool":
+        return _core.where(m, -math.inf, 0.0).astype(dtype)
+    return m.astype(dtype)

@@ -11,4 +11,5 @@ from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # n
                          softplus)
 from .batchnorm import batch_norm  # noqa: F401
 from .linear import linear  # noqa: F401
+from .upsample import interpolate  # noqa: F401
 from ..ops.torch_functions import cosine_similarity  # noqa: F401

@@ -222,6 +222,8 @@ class Module:
         return self
 
     def cpu(self): return self.to("cpu")
+    def cuda(self, device=None): return self.to("cuda")
+    def half(self): return self.to(dtype="float16")
     def float(self): return self.to(dtype="float32")
     def double(self): return self.to(dtype="float64")
 

@@ -72,7 +72,7 @@ def roll(x, shifts, dims=None):
         k = s % n if n else 0
         if k:
             out = concat([out.narrow(d, n - k, k), out.narrow(d, 0, n - k)], d)
-    return out
+    return out if out is not x else x.clone()     # a new tensor, as torch's, for any shift
 
 
 def tile(x, dims):
@@ -301,13 +301,14 @@ def diff(x, n=1, dim=-1):
     if not isinstance(n, int) or n < 0:
         raise ShapeError(f"diff: n must be a non-negative int, got {n!r}")
     d = sh.normalize_axis(dim, x.ndim)
+    out = x
     for _ in range(n):
-        m = x.shape[d]
+        m = out.shape[d]
         if m == 0:
             break
-        x = (x.narrow(d, 1, m - 1) != x.narrow(d, 0, m - 1)) if x.dtype is dt.bool_ else \
-            x.narrow(d, 1, m - 1) - x.narrow(d, 0, m - 1)
-    return x
+        out = (out.narrow(d, 1, m - 1) != out.narrow(d, 0, m - 1)) if out.dtype is dt.bool_ \
+            else out.narrow(d, 1, m - 1) - out.narrow(d, 0, m - 1)
+    return out if out is not x else x.clone()      # n = 0 or an empty dim: still a new tensor
 
 
 # -- scans: log2(n) shifted combines (Hillis-Steele), every step an existing op -----------------------

@@ -440,6 +440,13 @@ def remainder(a, b): return binary("remainder", a, b)
 def pow(a, b): return binary("pow", a, b)    # noqa: A001
 
 
+def _pos(x):
+    if x.dtype is dt.bool_:
+        raise DTypeError("the + operator on a bool tensor is not supported (as in torch); use "
+                         "the tensor itself, or x.int() for numbers")
+    return x                          # torch's +x is x itself
+
+
 def _invert(x):
     if x.dtype is dt.bool_:
         return binary("eq", x, False)
@@ -481,7 +488,7 @@ attach_methods(
     __or__=_b("bitwise_or"), __ror__=_b("bitwise_or", True),
     __xor__=_b("bitwise_xor"), __rxor__=_b("bitwise_xor", True),
     __eq__=_eq, __ne__=_ne, __lt__=_b("lt"), __le__=_b("le"), __gt__=_b("gt"), __ge__=_b("ge"),
-    __neg__=neg, __pos__=lambda self: self, __abs__=abs, __invert__=_invert,
+    __neg__=neg, __pos__=_pos, __abs__=abs, __invert__=_invert,
     exp=exp, log=log, sqrt=sqrt, abs=abs, neg=neg, sin=sin, cos=cos, sign=sign, erf=erf,
     log1p=log1p, expm1=expm1, rsqrt=rsqrt, clamp=clamp, clip=clamp,
     relu=relu, sigmoid=sigmoid, tanh=tanh, maximum=maximum, minimum=minimum, pow=pow,

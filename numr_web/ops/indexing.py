@@ -109,18 +109,19 @@ def padding_index(padding_idx, n):
 
 def flip(x, dims):
     dims = dims if isinstance(dims, (list, tuple)) else (dims,)
-    if x.ndim == 0:                   # dims 0 / -1 of a 0-d tensor: itself
+    if x.ndim == 0:                   # dims 0 / -1 of a 0-d tensor: a copy of it
         for d in dims:
             sh.normalize_axis(d, 0)
-        return x
+        return x.clone()
     axes = [sh.normalize_axis(d, x.ndim) for d in dims]
     if len(set(axes)) != len(axes):
         raise ShapeError(f"flip: dims {tuple(dims)} name a dim more than once; give each once")
+    out = x
     for d in axes:
         n = x.shape[d]
         if n > 1:
-            x = _take(x, d, arange(n - 1, -1, -1, device=x.device))
-    return x
+            out = _take(out, d, arange(n - 1, -1, -1, device=x.device))
+    return out if out is not x else x.clone()   # flip copies (torch), also of size-1 dims
 
 
 def _tri(x, diagonal, lower):

@@ -54,6 +54,9 @@ def _write(x, compute, what):
     if new.grad_fn is not None:                   # recorded: x is now the write's output
         x.grad_fn, x._requires_grad, x._out_index = new.grad_fn, True, new._out_index
     x._version += 1
+    base = x.__dict__.get("_data_of")
+    if base is not None:      # x is base.data: the write reaches base (and, as torch's .data,
+        base._data = x._data  # bypasses autograd's version check)
     return x
 
 

@@ -34,7 +34,7 @@ def pad(input, pad, mode="constant", value=None):
     for i in range(len(pad) // 2):
         dim = x.ndim - 1 - i
         x = pad_dim(x, dim, pad[2 * i], pad[2 * i + 1], mode, 0.0 if value is None else value)
-    return x
+    return x if x is not input else input.clone()     # all amounts 0: a new tensor, as torch's
 
 
 def pad_dim(x, dim, before, after, mode, value=0.0):

@@ -79,8 +79,8 @@ def reduce_op(op, x, axis=None, keepdims=False):
                          "x.float().mean()")
     if op == "sum" and x.dtype is dt.bool_:
         x = x.astype(dt.int32)
-    if not axes:                      # 0-d tensor: nothing to reduce
-        return x * 1 if x.requires_grad else x
+    if not axes:                      # 0-d tensor: nothing to reduce, but a new tensor (torch)
+        return x.clone()
     return apply(OPS["reduce"], x, op=op, axes=axes, keepdims=bool(keepdims))
 
 

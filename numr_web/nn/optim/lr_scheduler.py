@@ -25,9 +25,13 @@ class LRScheduler:
         """The learning rates of every group at step self.last_epoch."""
         raise NotImplementedError
 
-    def step(self):
-        self.last_epoch += 1
-        self._last_lr = list(self.get_lr())
+    def step(self, epoch=None):
+        """Advance one step (epoch=k: jump to step k, torch's deprecated form)."""
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        self._set(self.get_lr())
+
+    def _set(self, lrs):
+        self._last_lr = list(lrs)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
 

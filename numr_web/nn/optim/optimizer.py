@@ -5,6 +5,7 @@ back, so it queues on a GPU without waiting. The engine has no in-place ops, so 
 the new values and re-points the parameter at them (its identity stays; see _core.rebind)."""
 from __future__ import annotations
 
+import collections
 import math
 
 from .. import _core
@@ -18,7 +19,7 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}                  # parameter -> dict of its state
+        self.state = collections.defaultdict(dict)   # parameter -> dict of its state (torch's)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise NumrError("params must be an iterable of Tensors (or of dicts with 'params'), "
@@ -108,7 +109,7 @@ class Optimizer:
         for s, g in zip(saved, self.param_groups):
             by_index.update(zip(s["params"], g["params"]))
             g.update({k: v for k, v in s.items() if k != "params"})
-        self.state = {}
+        self.state = collections.defaultdict(dict)
         for i, s in state_dict["state"].items():
             p = by_index[int(i)]
             self.state[p] = {k: _to_param(v, p) for k, v in s.items()}
@@ -126,6 +127,14 @@ def _check(what, value, ok, right):
     plus what a valid value is."""
     if not ok:
         raise _core.ShapeError(f"Invalid {what}: {value!r}; expected {right}")
+
+
+def _no_differentiable(differentiable):
+    """torch's foreach= / fused= choose an implementation (same values): accepted and ignored.
+    differentiable=True (autograd through the update) is not supported."""
+    if differentiable:
+        raise _core.UnsupportedError("differentiable=True (autograd through the optimizer step) "
+                                     "is not supported; the step runs under no_grad")
 
 
 def _check_common(lr, weight_decay):
@@ -158,7 +167,9 @@ class SGD(Optimizer):
     on the first step); g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check("momentum value", momentum, _is_number(momentum) and momentum >= 0,
                "momentum >= 0")
@@ -192,7 +203,9 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, capturable=False, *, maximize=False):
+                 amsgrad=False, capturable=False, *, maximize=False, foreach=None,
+                 differentiable=False, fused=None):
+        _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
@@ -260,12 +273,13 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, capturable=False, *, maximize=False):
+                 amsgrad=False, capturable=False, *, maximize=False, foreach=None,
+                 differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, capturable,
-                         maximize=maximize)
+                         maximize=maximize, differentiable=differentiable)
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale the gradients so that their total norm is at most max_norm (torch's formula: the
     factor is min(1, max_norm / (total + 1e-6))). Returns the total norm as a 0-d Tensor; the
     factor is computed on the device, so nothing is read back (unless error_if_nonfinite)."""

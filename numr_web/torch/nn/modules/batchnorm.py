@@ -1,0 +1,2 @@
+"""torch.nn.modules.batchnorm."""
+from ....nn import BatchNorm1d, BatchNorm2d  # noqa: F401

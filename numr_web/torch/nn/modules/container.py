@@ -1,0 +1,2 @@
+"""torch.nn.modules.container."""
+from ....nn import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401

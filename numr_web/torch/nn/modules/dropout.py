@@ -1,0 +1,2 @@
+"""torch.nn.modules.dropout."""
+from ....nn import Dropout  # noqa: F401

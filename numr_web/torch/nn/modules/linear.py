@@ -1,0 +1,3 @@
+"""torch.nn.modules.linear."""
+from ....nn import Identity, Linear  # noqa: F401
+NonDynamicallyQuantizableLinear = Linear

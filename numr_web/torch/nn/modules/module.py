@@ -1,0 +1,2 @@
+"""torch.nn.modules.module."""
+from ....nn import Module  # noqa: F401

@@ -1,0 +1,2 @@
+"""torch.nn.modules.normalization."""
+from ....nn import LayerNorm, RMSNorm  # noqa: F401

@@ -1,0 +1,2 @@
+"""torch.nn.modules.pooling."""
+from ....nn import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401

@@ -1,0 +1,2 @@
+"""torch.nn.modules.sparse."""
+from ....nn import Embedding  # noqa: F401

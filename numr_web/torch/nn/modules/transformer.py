@@ -1,0 +1,3 @@
+"""torch.nn.modules.transformer."""
+from ....nn import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                    TransformerEncoder, TransformerEncoderLayer)

@@ -1,0 +1,2 @@
+"""torch.nn.parameter."""
+from ...nn.module import Parameter  # noqa: F401
