@@ -7,6 +7,15 @@
 //   p = base - (m * step_size) / (sqrt(v) / bc2_sqrt + EPS)
 // Metadata words, bindings, overrides: contract.OPTIM (the generated header).
 
+// 1 - b^t = -expm1(t ln b), ln b given (from the host, in double): 1 - pow(b, t) would cancel
+// (b = 0.999, t = 1: pow's error grows a thousandfold); the series below |x| < 0.5
+fn one_minus_pow(ln_b: f32, t: f32) -> f32 {
+    let x = t * ln_b;
+    if (abs(x) >= 0.5) { return 1.0 - exp(x); }
+    return -(x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 +
+             x * (1.0 / 720.0 + x * (1.0 / 5040.0))))))));
+}
+
 @compute @workgroup_size(WG)
 fn adam(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -14,9 +23,10 @@ fn adam(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let f = mf(W_F);
     var ss = mf(W_STEP_SIZE);
     var bc = mf(W_BC2_SQRT);
-    if (DEV) {
-        ss = dss[mu(W_OFFSET_SS)];
-        bc = dbc[mu(W_OFFSET_BC)];
+    if (DEV) {                     // the step count on the device: lr / (1 - b1^t), sqrt(1 - b2^t)
+        let t = dstep[mu(W_OFFSET_STEP)];
+        ss = mf(W_LR) / one_minus_pow(mf(W_LN_B1), t);
+        bc = sqrt(one_minus_pow(mf(W_LN_B2), t));
     }
     for (var i = linear_id(wid, nwg, lid); i < n; i = i + grid_stride(nwg)) {
         let pi = p[mu(W_OFFSET_P) + i];

@@ -11,6 +11,7 @@ Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_n
 """
 from __future__ import annotations
 
+import math
 import time
 
 from ..errors import ShapeError
@@ -258,13 +259,14 @@ class Backend:
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         """(dq, dk, dv)."""
         raise NotImplementedError
-    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step):
         """(p, m, v) after one Adam / AdamW step in one pass, or None where the backend has no
         fused form (the optimizer then composes it from ops). m, v: None on the first step;
-        decay: None, "l2" (g += p * factor) or "decoupled" (p * factor); w = 1 - beta1;
-        step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t): numbers, or 0-d handles
-        (a step count kept on the device). The arithmetic is the composed form's
-        (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation."""
+        decay: None, "l2" (g += p * factor) or "decoupled" (p * factor); w = 1 - beta1; step:
+        the step count t, a number or (a count kept on the device) a 0-d float handle; the
+        step size lr / (1 - beta1^t) and sqrt(1 - beta2^t) come from it. The arithmetic is the
+        composed form's (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation
+        (with t on the device the bias corrections are computed in float32 in the kernel)."""
         return None
 
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
@@ -292,6 +294,12 @@ class Backend:
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h
+
+
+def adam_scalars(lr, b1, b2, step):
+    """(step size, sqrt(1 - beta2^t)) of a step count known on the host, in double precision as
+    the composed update computes them."""
+    return lr / (1 - b1 ** step), math.sqrt(1 - b2 ** step)
 
 
 def _raise_failed(failed):

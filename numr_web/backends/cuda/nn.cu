@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(256) ln_bwd_wb(
 //   m = lerp(m, g, w) (torch's two forms: m + (g - m) w for |w| < 0.5, else g - (g - m)(1 - w))
 //   v = v b2 + (g (1 - b2)) g;   p = base - (m step_size) / (sqrt(v) / bc2_sqrt + eps)
 // FIRST: no state yet, m and v stand at 0 (the composed update's Python 0.0: m = 0 + (g - 0) w,
-// v = (g (1 - b2)) g). step_size and bc2_sqrt come as values or (DEV, capturable) from the device.
+// v = (g (1 - b2)) g). step_size and bc2_sqrt come as values, or (DEV, capturable: the step count
+// t on the device) are lr / (1 - b1^t) and sqrt(1 - b2^t) in float32.
 // Scalars arrive as doubles and are rounded to float as numpy rounds a Python number for float32.
 #define ADAM_DECAY_NONE 0
 #define ADAM_DECAY_L2 1
@@ -173,12 +174,17 @@ template <int DECAY, bool FIRST, bool DEV, bool LERP_HI>
 __global__ void __launch_bounds__(256) adam_f32(
         const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ m,
         const float* __restrict__ v, float* __restrict__ po, float* __restrict__ mo,
-        float* __restrict__ vo, const float* __restrict__ dss, const float* __restrict__ dbc,
-        long long n, double f_, double w_, double w1_, double b2_, double w2_, double eps_,
-        double ss_, double bc_) {
+        float* __restrict__ vo, const float* __restrict__ dstep, long long n, double f_,
+        double w_, double w1_, double b2_, double w2_, double eps_, double ss_, double bc_,
+        double lr_, double ln_b1_, double ln_b2_) {
     const float f = (float)f_, w = (float)w_, w1 = (float)w1_, b2 = (float)b2_, w2 = (float)w2_;
     const float eps = (float)eps_;
-    const float ss = DEV ? dss[0] : (float)ss_, bc = DEV ? dbc[0] : (float)bc_;
+    float ss = (float)ss_, bc = (float)bc_;
+    if (DEV) {       // the step count on the device: the bias corrections in float32, here,
+        const float t = dstep[0];      // 1 - b^t = -expm1(t ln b) (1 - powf would cancel)
+        ss = __fdiv_rn((float)lr_, -expm1f(t * (float)ln_b1_));
+        bc = __fsqrt_rn(-expm1f(t * (float)ln_b2_));
+    }
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         const float pi = p[i];

@@ -6,7 +6,10 @@ backward: its L indices sorted, not every element). Cases the kernels do not cov
 the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
 from __future__ import annotations
 
+import math
+
 from ...shapes import prod
+from ..base import adam_scalars
 from . import timing
 
 WARPS = 8                              # rows per block of the norm kernels (256 threads)
@@ -121,15 +124,16 @@ class CudaNN:
         return xp.ascontiguousarray(xp.moveaxis(out.reshape((shape[axis],) + tuple(rest)), 0, axis))
 
     # -- Adam / AdamW ------------------------------------------------------------------------------
-    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step):
         """(p, m, v) after one Adam step (see nn.cu's adam_f32 for the formula); m and v None on
-        the first step; step_size / bc2_sqrt Python numbers or 0-d device arrays (capturable).
-        None where the kernel does not apply (not float32)."""
+        the first step; step a number or a 0-d device array (capturable). None where the kernel
+        does not apply (not float32)."""
         xp = self.xp
         if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape:
             return None
         first = m is None
-        dev = not isinstance(step_size, (int, float))
+        dev = not isinstance(step, (int, float))
+        ss, bc = (0.0, 0.0) if dev else adam_scalars(lr, b1, b2, step)
         p, g = xp.ascontiguousarray(p), xp.ascontiguousarray(g)
         if not first:
             m, v = xp.ascontiguousarray(m), xp.ascontiguousarray(v)
@@ -143,8 +147,7 @@ class CudaNN:
             blocks = max(1, min(-(-n // ADAM_BLOCK), ADAM_BLOCKS_PER_SM * self._sms))
             fn((blocks,), (ADAM_BLOCK,),
                (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
-                step_size if dev else 0, bc2_sqrt if dev else 0, n, float(factor), float(w),
-                float(1 - w), float(b2), float(1 - b2), float(eps),
-                0.0 if dev else float(step_size), 0.0 if dev else float(bc2_sqrt)))
+                step.astype(xp.float32, copy=False) if dev else 0, n, float(factor), float(w),
+                float(1 - w), float(b2), float(1 - b2), float(eps), float(ss), float(bc),
+                float(lr), math.log(b1), math.log(b2)))
         return po, mo, vo
-

@@ -42,7 +42,7 @@ class NNPrimitives:
                                self.loop_budget // 2)
 
     # -- optimizers ---------------------------------------------------------------------------------
-    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step):
         arrays = [p, g] + ([] if m is None else [m, v])
         if any(a.dtype is not float32 or a.shape != p.shape for a in arrays) or \
                 4 * p.size > self.binding_limit:
@@ -50,7 +50,7 @@ class NNPrimitives:
         outs = tuple(self.d.alloc(p.shape, float32) for _ in range(3))
         if p.size:
             dense = [self.contiguous(a) for a in arrays] + [None, None][:4 - len(arrays)]
-            optim.adam(self.d, *dense, outs, decay, factor, w, b2, eps, step_size, bc2_sqrt)
+            optim.adam(self.d, *dense, outs, decay, factor, w, b2, eps, lr, b1, step)
         return outs
 
     # -- normalization -----------------------------------------------------------------------------

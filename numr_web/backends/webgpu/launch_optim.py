@@ -2,9 +2,11 @@
 dispatch (instead of a dozen elementwise ops, each a Python call)."""
 from __future__ import annotations
 
+import math
 import struct
 
 from ...dtypes import float32
+from ..base import adam_scalars
 from .contract import OPTIM
 
 K = OPTIM
@@ -16,9 +18,9 @@ def _f32(x):
     return struct.unpack("<I", struct.pack("<f", float(x)))[0]
 
 
-def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, step_size, bc2_sqrt):
+def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, lr, b1, step):
     """p, g, m, v: float32 GPUArrays of one size (m, v None on the first step); outs: three new
-    dense arrays (p, m, v); step_size / bc2_sqrt: numbers, or 0-d float32 GPUArrays (DEV)."""
+    dense arrays (p, m, v); step: the count t, a number or a 0-d float32 GPUArray (DEV)."""
     n = p.size
     words = L.new()
     words[L.N] = n
@@ -30,11 +32,13 @@ def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, step_size, bc2_sqrt):
         bufs["v"], words[L.OFFSET_V] = d.bind(v, v.offset, n)
     for name, t in zip(("po", "mo", "vo"), outs):
         bufs[name] = d.bind_whole(t)
-    dev = not isinstance(step_size, (int, float))
+    dev = not isinstance(step, (int, float))
     if dev:
-        bufs["dss"], words[L.OFFSET_SS] = d.bind(step_size, step_size.offset, 1)
-        bufs["dbc"], words[L.OFFSET_BC] = d.bind(bc2_sqrt, bc2_sqrt.offset, 1)
+        bufs["dstep"], words[L.OFFSET_STEP] = d.bind(step, step.offset, 1)
+        words[L.LR], words[L.LN_B1], words[L.LN_B2] = _f32(lr), _f32(math.log(b1)), \
+            _f32(math.log(b2))
     else:
+        step_size, bc2_sqrt = adam_scalars(lr, b1, b2, step)
         words[L.STEP_SIZE], words[L.BC2_SQRT] = _f32(step_size), _f32(bc2_sqrt)
     words[L.F], words[L.W], words[L.W1] = _f32(factor), _f32(w), _f32(1 - w)
     words[L.B2], words[L.W2], words[L.EPS] = _f32(b2), _f32(1 - b2), _f32(eps)

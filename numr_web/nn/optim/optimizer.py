@@ -252,13 +252,9 @@ class Adam(Optimizer):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         decay = None if not wd else "decoupled" if self.decoupled else "l2"
         factor = (1 - lr * wd) if self.decoupled else wd
-        if isinstance(step, Tensor):
-            step_size, bc2_sqrt = (lr / (1 - b1 ** step))._data, (1 - b2 ** step).sqrt()._data
-        else:
-            step_size, bc2_sqrt = lr / (1 - b1 ** step), math.sqrt(1 - b2 ** step)
         out = be.adam_update(p._data, g._data, None if m is None else m._data,
                              None if v is None else v._data, decay, factor, 1 - b1, b2,
-                             group["eps"], step_size, bc2_sqrt)
+                             group["eps"], lr, b1, step._data if isinstance(step, Tensor) else step)
         if out is None:
             return False
         po, mo, vo = (Tensor._wrap(h, p.dtype, p.device, be) for h in out)
