@@ -20,6 +20,7 @@ from ...ops.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
 ATTENTION_CU = Path(__file__).with_name("attention.cu")     # appended: it uses kernels.cu's IO<S>
+ATTENTION_TILED_CU = Path(__file__).with_name("attention_tiled.cu")   # after attention.cu (AttMask)
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -87,11 +88,12 @@ def activation_source():
 @functools.lru_cache(maxsize=1)
 def source():
     """The whole CUDA source: kernels.cu with the generated activations at the marker, then
-    attention.cu."""
+    attention.cu and attention_tiled.cu."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")
-    return body.replace(MARKER, activation_source()) + "\n" + ATTENTION_CU.read_text()
+    return "\n".join((body.replace(MARKER, activation_source()), ATTENTION_CU.read_text(),
+                      ATTENTION_TILED_CU.read_text()))
 
 
 def dump():
@@ -143,3 +145,9 @@ def sum_small(ctype):
 def attention(kernel, ctype, row_length, mask_kind):
     """attention.cu's kernels: attn_fwd / attn_bwd_dq / attn_bwd_dkv."""
     return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"
+
+
+def attention_tiled(kernel, ctype, dm, mask_kind, warps, rows, cols):
+    """attention_tiled.cu's kernels: attn_fwd_t / attn_bwd_dq_t / attn_bwd_dkv_t with their tile
+    (warps a block, rows a thread, tile columns)."""
+    return f"{kernel}<{ctype}, {dm}, {mask_kind}, {warps}, {rows}, {cols}>"

@@ -1,0 +1,141 @@
+// A small emulation of CUDA's execution model on the CPU, for tests that run the cuda backend's
+// kernels without a GPU (tests/test_cuda_attention_emu.py): compile a kernel source with g++
+// -std=c++20 after this header, launch with emu_launch. A block's threads are OS threads that run
+// the kernel body; __syncthreads and __syncwarp are barriers (a thread that returns leaves them);
+// warp shuffles and the warp-wide matrix instructions exchange values through per-warp slots.
+// Blocks run one after another, so `__shared__` arrays are plain statics, and the dynamic shared
+// memory is one buffer, filled with a NaN pattern before each block and followed by a guard
+// region that emu_launch checks afterwards.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct dim3 { unsigned x = 1, y = 1, z = 1; };
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+thread_local dim3 threadIdx, blockIdx;
+inline dim3 gridDim, blockDim;
+
+struct EmuBlock {
+    std::unique_ptr<std::barrier<>> block;
+    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    std::vector<unsigned long long> slots;          // 32 x 8 values a warp
+};
+inline EmuBlock* emu_block = nullptr;
+inline char* emu_dyn_smem = nullptr;
+
+inline void __syncthreads() { emu_block->block->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    emu_block->warps[threadIdx.x >> 5]->arrive_and_wait();
+}
+
+// lane l's values vals[0..n) to every lane of the warp: out(src lane, i)
+template <typename T, int N>
+inline void emu_warp_exchange(const T (&vals)[N], T (*all)[N]) {
+    static_assert(sizeof(T) <= 8 && N <= 8, "slot size");
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    unsigned long long* s = emu_block->slots.data() + (size_t)w * 32 * 8;
+    for (int i = 0; i < N; ++i) std::memcpy(&s[l * 8 + i], &vals[i], sizeof(T));
+    __syncwarp();
+    for (int src = 0; src < 32; ++src)
+        for (int i = 0; i < N; ++i) std::memcpy(&all[src][i], &s[src * 8 + i], sizeof(T));
+    __syncwarp();
+}
+
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) {
+    T in[1] = {v}, all[32][1];
+    emu_warp_exchange<T, 1>(in, all);
+    return all[(threadIdx.x & 31) ^ m][0];
+}
+template <typename T> inline T __shfl_sync(unsigned, T v, int src) {
+    T in[1] = {v}, all[32][1];
+    emu_warp_exchange<T, 1>(in, all);
+    return all[src & 31][0];
+}
+
+// Run `body` as a kernel: grid (gx, gy) of blocks of bx threads, `smem` bytes of dynamic shared
+// memory. Returns false when a thread wrote past the dynamic shared memory.
+inline bool emu_launch(unsigned gx, unsigned gy, unsigned bx, size_t smem,
+                       const std::function<void()>& body) {
+    const size_t guard = 4096;
+    std::vector<unsigned> buf((smem + guard) / 4 + 1);
+    gridDim = dim3{gx, gy, 1};
+    blockDim = dim3{bx, 1, 1};
+    bool ok = true;
+    for (unsigned y = 0; y < gy; ++y)
+        for (unsigned x = 0; x < gx; ++x) {
+            for (auto& u : buf) u = 0x7fc0dead;         // a NaN: reading unwritten memory shows
+            emu_dyn_smem = (char*)buf.data();
+            EmuBlock blk;
+            blk.block = std::make_unique<std::barrier<>>(bx);
+            for (unsigned w = 0; w < (bx + 31) / 32; ++w)
+                blk.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, bx - 32 * w)));
+            blk.slots.assign((size_t)((bx + 31) / 32) * 32 * 8, 0);
+            emu_block = &blk;
+            std::vector<std::thread> ts;
+            for (unsigned t = 0; t < bx; ++t)
+                ts.emplace_back([&, t] {
+                    threadIdx = dim3{t, 0, 0};
+                    blockIdx = dim3{x, y, 0};
+                    body();
+                    blk.warps[t >> 5]->arrive_and_drop();
+                    blk.block->arrive_and_drop();
+                });
+            for (auto& th : ts) th.join();
+            const unsigned* g = buf.data() + (smem + 3) / 4;
+            for (size_t i = 0; i < guard / 4; ++i) ok = ok && g[i] == 0x7fc0dead;
+        }
+    return ok;
+}
+
+// a kernel called with its arguments as 8-byte values (pointers, int64, double), as launched
+template <typename... A, size_t... I>
+inline void emu_call_impl(void (*k)(A...), void** a, std::index_sequence<I...>) {
+    k(*(A*)a[I]...);
+}
+template <typename... A> inline void emu_call(void (*k)(A...), void** a) {
+    emu_call_impl(k, a, std::index_sequence_for<A...>{});
+}
+
+// what kernels.cu defines before the attention sources (its IO<S> uses PTX for float16)
+typedef unsigned short half_t;
+template <typename S> struct IO;
+template <> struct IO<float> {
+    typedef float C;
+    static float ld(float x) { return x; }
+    static float st(float x) { return x; }
+};
+template <> struct IO<double> {
+    typedef double C;
+    static double ld(double x) { return x; }
+    static double st(double x) { return x; }
+};
+template <> struct IO<half_t> {
+    typedef float C;
+    static float ld(half_t h) { _Float16 f; std::memcpy(&f, &h, 2); return (float)f; }
+    static half_t st(float x) {
+        _Float16 f = (_Float16)x;
+        half_t h;
+        std::memcpy(&h, &f, 2);
+        return h;
+    }
+};
+inline float m_exp(float x) { return std::exp(x); }
+inline double m_exp(double x) { return std::exp(x); }
