@@ -1,14 +1,18 @@
-"""Fused causal attention, numr vs torch on the same GPU, side by side in one run: forward, and
-forward + backward, for a char-GPT's shape and a long-sequence shape (float32).
+"""Fused causal attention, numr vs torch on the same GPU, side by side in one run.
 
-    python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--json out.json]
+Forward, and forward + backward, for a char-GPT's shape, nanoGPT's and T = 256, 1024, 2048 at d = 64.
+
+    python bench/attention.py [--devices cuda,webgpu] [--shapes 8x16x1024x64,...] [--dtype float16]
+                              [--reps 20] [--json out.json]
+    python bench/attention.py --sweep [--shapes 8x16x1024x64]     # cuda tile shapes, numr only
 
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
-on CUDA (its default kernel choice), float32, TF32 off.
+on CUDA (its default kernel choice: the memory-efficient kernel for float32, flash for float16),
+TF32 off. --sweep times the cuda backend's attention kernels alone (CUDA events around its forward
+and backward) for each tile shape of SWEEP_TILES (warps a block, rows a thread, tile columns; set
+for all three kernels at once), to choose attention.py's TILES after a measurement.
 """
-from __future__ import annotations
-
 import argparse
 import datetime
 import json
@@ -23,7 +27,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numr_web as nr  # noqa: E402
 
-SHAPES = {"gpt 32x4x64x32": (32, 4, 64, 32), "long 8x16x1024x64": (8, 16, 1024, 64)}
+SHAPES = {"gpt 32x4x64x32": (32, 4, 64, 32), "nanogpt 64x6x256x64": (64, 6, 256, 64),
+          "8x16x256x64": (8, 16, 256, 64), "8x16x1024x64": (8, 16, 1024, 64),
+          "8x16x2048x64": (8, 16, 2048, 64)}
+SWEEP_TILES = [(4, 4, 64), (4, 4, 32), (2, 4, 64), (8, 4, 32), (8, 4, 64), (4, 8, 32),
+               (2, 8, 32), (4, 4, 128)]
 
 
 def _median_ms(fn, reps):
@@ -37,11 +45,11 @@ def _median_ms(fn, reps):
     return statistics.median(ts)
 
 
-def bench_numr(device, shape, reps):
+def bench_numr(device, shape, reps, dtype="float32"):
     r = np.random.default_rng(0)
-    q, k, v = (nr.tensor(r.normal(size=shape).astype(np.float32), device=device,
+    q, k, v = (nr.tensor(r.normal(size=shape).astype(dtype), device=device,
                          requires_grad=True) for _ in range(3))
-    g = nr.tensor(r.normal(size=shape).astype(np.float32), device=device)
+    g = nr.tensor(r.normal(size=shape).astype(dtype), device=device)
 
     def fwd():
         with nr.no_grad():
@@ -56,14 +64,15 @@ def bench_numr(device, shape, reps):
     return res
 
 
-def bench_torch(shape, reps):
+def bench_torch(shape, reps, dtype="float32"):
     import torch
     import torch.nn.functional as F
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     r = np.random.default_rng(0)
-    q, k, v = (torch.tensor(r.normal(size=shape).astype(np.float32), device="cuda",
+    q, k, v = (torch.tensor(r.normal(size=shape).astype(dtype), device="cuda",
                             requires_grad=True) for _ in range(3))
-    g = torch.tensor(r.normal(size=shape).astype(np.float32), device="cuda")
+    g = torch.tensor(r.normal(size=shape).astype(dtype), device="cuda")
 
     def fwd():
         with torch.no_grad():
@@ -77,29 +86,87 @@ def bench_torch(shape, reps):
     return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
 
 
+def sweep(shapes, reps, dtype):
+    """The cuda backend's attention kernels alone, per tile shape: median ms of forward, backward."""
+    import cupy as cp
+    from numr_web.backends.cuda import attention as A
+    be = nr.backends.get_backend("cuda")
+    att = A.Attention(be)
+    print("| shape | tile (warps, rows, columns) | forward ms | backward ms |")
+    print("|---|---|---:|---:|")
+    for name, shape in shapes.items():
+        r = np.random.default_rng(0)
+        q, k, v, g = (cp.asarray(r.normal(size=shape).astype(dtype)) for _ in range(4))
+        scale = shape[-1] ** -0.5
+        for tile in SWEEP_TILES:
+            att.tiles = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+            if att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2]) is None:
+                print(f"| {name} | {tile} | (does not fit) | |")
+                continue
+            out, lse = att.forward(q, k, v, None, True, scale)
+            times = {"fwd": [], "bwd": []}
+            for _ in range(reps + 2):
+                ev = [cp.cuda.Event() for _ in range(3)]
+                ev[0].record()
+                out, lse = att.forward(q, k, v, None, True, scale)
+                ev[1].record()
+                att.backward(g, q, k, v, out, lse, None, True, scale)
+                ev[2].record()
+                ev[2].synchronize()
+                times["fwd"].append(cp.cuda.get_elapsed_time(ev[0], ev[1]))
+                times["bwd"].append(cp.cuda.get_elapsed_time(ev[1], ev[2]))
+            f, b = (statistics.median(times[k][2:]) for k in ("fwd", "bwd"))
+            print(f"| {name} | {tile} | {f:.3f} | {b:.3f} |", flush=True)
+
+
+def _shapes(text):
+    if not text:
+        return SHAPES
+    out = {}
+    for item in text.split(","):
+        dims = tuple(int(n) for n in item.lower().split("x"))
+        if len(dims) != 4:
+            raise SystemExit(f"--shapes: {item!r} is not BxHxTxD")
+        out[item] = dims
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="cuda")
+    p.add_argument("--shapes", default=None, help="BxHxTxD,... (default: %s)" % ", ".join(SHAPES))
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--sweep", action="store_true", help="time the cuda tile shapes (numr only)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
+    shapes = _shapes(a.shapes)
+    if a.sweep:
+        sweep(shapes if a.shapes else {"8x16x1024x64": SHAPES["8x16x1024x64"]}, a.reps, a.dtype)
+        return
     res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "shapes": {}}
-    for name, shape in SHAPES.items():
+           "dtype": a.dtype, "shapes": {}}
+    for name, shape in shapes.items():
         row = res["shapes"][name] = {}
         for dev in a.devices.split(","):
-            row["numr_" + dev] = bench_numr(dev, shape, a.reps)
+            row["numr_" + dev] = bench_numr(dev, shape, a.reps, a.dtype)
         try:
-            row["torch_cuda"] = bench_torch(shape, a.reps)
+            row["torch_cuda"] = bench_torch(shape, a.reps, a.dtype)
         except Exception as e:          # no torch / no CUDA: numr's figures alone
             row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
         print(name, json.dumps(row), flush=True)
-    print("| shape | who | forward ms | forward + backward ms |")
-    print("|---|---|---:|---:|")
+    print(f"| shape ({a.dtype}, causal) | who | forward ms | forward + backward ms "
+          "| vs torch (fwd / fwd+bwd) |")
+    print("|---|---|---:|---:|---:|")
     for name, row in res["shapes"].items():
+        t = row.get("torch_cuda", {})
         for who, r in row.items():
             if "fwd_ms" in r:
-                print(f"| {name} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} |")
+                ratio = ""
+                if "fwd_ms" in t:
+                    ratio = (f"{r['fwd_ms'] / t['fwd_ms']:.2f}x / "
+                             f"{r['fwd_bwd_ms'] / t['fwd_bwd_ms']:.2f}x")
+                print(f"| {name} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
