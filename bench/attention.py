@@ -10,8 +10,9 @@ Times: medians of device-synchronised wall time per call (each call ends with a 
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
 on CUDA (its default kernel choice: the memory-efficient kernel for float32, flash for float16),
 TF32 off. --sweep times the cuda backend's attention kernels alone (CUDA events around its forward
-and backward) for each tile shape of SWEEP_TILES (warps a block, rows a thread, tile columns; set
-for all three kernels at once), to choose attention.py's TILES after a measurement.
+and backward) for each tile shape of SWEEP_TILES (float32: warps a block, rows a thread, tile
+columns) or SWEEP_TC_TILES (float16 on tensor cores: warps a block, tile columns), set for all
+three kernels at once, to choose attention.py's TILES / TC_TILES after a measurement.
 """
 import argparse
 import datetime
@@ -31,7 +32,8 @@ SHAPES = {"gpt 32x4x64x32": (32, 4, 64, 32), "nanogpt 64x6x256x64": (64, 6, 256,
           "8x16x256x64": (8, 16, 256, 64), "8x16x1024x64": (8, 16, 1024, 64),
           "8x16x2048x64": (8, 16, 2048, 64)}
 SWEEP_TILES = [(4, 4, 64), (4, 4, 32), (2, 4, 64), (8, 4, 32), (8, 4, 64), (4, 8, 32),
-               (2, 8, 32), (4, 4, 128)]
+               (4, 8, 64), (2, 8, 32), (4, 4, 128)]          # attention_tiled.cu (float32)
+SWEEP_TC_TILES = [(4, 64), (4, 32), (2, 64), (8, 64), (8, 32), (4, 128)]   # attention_mma.cu
 
 
 def _median_ms(fn, reps):
@@ -92,14 +94,18 @@ def sweep(shapes, reps, dtype):
     from numr_web.backends.cuda import attention as A
     be = nr.backends.get_backend("cuda")
     att = A.Attention(be)
-    print("| shape | tile (warps, rows, columns) | forward ms | backward ms |")
+    print(f"| shape ({dtype}, causal) | tile | forward ms | backward ms |")
     print("|---|---|---:|---:|")
     for name, shape in shapes.items():
         r = np.random.default_rng(0)
         q, k, v, g = (cp.asarray(r.normal(size=shape).astype(dtype)) for _ in range(4))
         scale = shape[-1] ** -0.5
-        for tile in SWEEP_TILES:
-            att.tiles = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+        for tile in (SWEEP_TC_TILES if dtype == "float16" else SWEEP_TILES):
+            table = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+            if dtype == "float16":
+                att.tc_tiles = table
+            else:
+                att.tiles = table
             if att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2]) is None:
                 print(f"| {name} | {tile} | (does not fit) | |")
                 continue

@@ -139,3 +139,50 @@ template <> struct IO<half_t> {
 };
 inline float m_exp(float x) { return std::exp(x); }
 inline double m_exp(double x) { return std::exp(x); }
+
+// the warp-wide matrix instructions of attention_mma.cu, from their PTX definitions
+#define ATT_EMULATED 1
+inline void emu_ldsm4(unsigned (&r)[4], const void* p, bool trans) {
+    // lanes 8 i .. 8 i + 7 give the row addresses of 8 x 8 matrix i; lane l = 4 g + t receives
+    // (row g, columns 2 t, 2 t + 1), or with .trans (rows 2 t, 2 t + 1, column g)
+    unsigned long long in[1] = {(unsigned long long)p}, all[32][1];
+    emu_warp_exchange<unsigned long long, 1>(in, all);
+    const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {
+        auto row = [&](int rr) { return (const unsigned short*)all[8 * i + rr][0]; };
+        const unsigned lo = trans ? row(2 * t)[g] : row(g)[2 * t];
+        const unsigned hi = trans ? row(2 * t + 1)[g] : row(g)[2 * t + 1];
+        r[i] = lo | (hi << 16);
+    }
+}
+inline void att_ldsm4(unsigned (&r)[4], const void* p) { emu_ldsm4(r, p, false); }
+inline void att_ldsm4_t(unsigned (&r)[4], const void* p) { emu_ldsm4(r, p, true); }
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 with groupID g = lane / 4, t = lane % 4:
+// A's element i of a lane (2 a register) at row g + 8 ((i / 2) % 2), column 2 t + i % 2 + 8 (i / 4);
+// B's at row (k) 2 t + i % 2 + 8 (i / 2), column g; C's at row g + 8 (i / 2), column 2 t + i % 2
+inline void att_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    unsigned am[32][4], bin[2] = {b0, b1}, bm[32][2];
+    float cm[32][4];
+    emu_warp_exchange<unsigned, 4>(a, am);
+    emu_warp_exchange<unsigned, 2>(bin, bm);
+    emu_warp_exchange<float, 4>(c, cm);
+    auto h = [](unsigned reg, int i) { return IO<half_t>::ld((half_t)(reg >> (16 * (i & 1)))); };
+    float A[16][16], B[16][8], C[16][8];
+    for (int L = 0; L < 32; ++L) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < 8; ++i) A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = h(am[L][i >> 1], i);
+        for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + 8 * (i >> 1)][g] = h(bm[L][i >> 1], i);
+        for (int i = 0; i < 4; ++i) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = cm[L][i];
+    }
+    const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int r = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+        float x = C[r][col];
+        for (int kk = 0; kk < 16; ++kk) x += A[r][kk] * B[kk][col];
+        c[i] = x;
+    }
+}
+inline unsigned att_pack_f16(float lo, float hi) {
+    return (unsigned)IO<half_t>::st(lo) | ((unsigned)IO<half_t>::st(hi) << 16);
+}

@@ -1,5 +1,6 @@
-"""scaled_dot_product_attention on a CUDA GPU (the tiled kernels of attention_tiled.cu for float32
-and float16, the row kernels of attention.cu for float64), through the public API: outputs and the
+"""scaled_dot_product_attention on a CUDA GPU (attention_mma.cu's tensor-core kernels for float16,
+attention_tiled.cu's SIMT kernels for float32, the row kernels of attention.cu for float64), through
+the public API and the backend's Attention and its tile knobs: outputs and the
 gradients of q, k, v against float64 references (tests/helpers.attention_reference) over head dims
 up to 128 and not multiples of 4, sequence lengths that are not multiples of a tile (1, 63, 65,
 200, 1024), Tq != Tk, causal, bool and additive masks broadcast over batch dims, rows that see no
@@ -109,23 +110,38 @@ def test_cuda_attention_deterministic():
             assert a.tobytes() == b.tobytes()
 
 
+def _direct(att, dtype, causal, mask_kind, seed=11):
+    """Attention's forward and backward called directly (CuPy arrays) against the reference."""
+    import cupy as cp
+    q, k, v, g = _data((2, 2), 150, 90, 40, 40, dtype, seed=seed)
+    m = None if mask_kind is None else np.random.default_rng(seed).random((2, 2, 150, 90)) > 0.5
+    want = attention_reference(q, k, v, m, causal, 0.2, g)
+    dev = [None if a is None else cp.asarray(a) for a in (q, k, v, m, g)]
+    out, lse = att.forward(*dev[:4], causal, 0.2)
+    assert lse.dtype == cp.float32                 # the tiled kernels ran
+    grads = att.backward(dev[4], *dev[:3], out, lse, dev[3], causal, 0.2)
+    _check([cp.asnumpy(a) for a in (out, *grads)], [want[0]] + list(want[2:]), dtype,
+           what=(dtype, causal, mask_kind))
+    np.testing.assert_allclose(cp.asnumpy(lse), want[1], rtol=4e-6, atol=4e-6)
+
+
 @pytest.mark.parametrize("tile", [(2, 4, 32), (4, 8, 64), (8, 4, 16)])
 def test_cuda_attention_tile_shapes(tile):
     """Any tile shape the `tiles` knob of the backend's Attention may be tuned to (warps, rows a
-    thread, tile columns) computes the same results, masks and all; float16 keeps its
-    log-sum-exp in float32 (the tiled kernels ran)."""
-    import cupy as cp
+    thread, tile columns) computes the same results, masks and all; float16 on these SIMT
+    kernels too (tensor_cores off) keeps its log-sum-exp in float32."""
     att = A.Attention(nr.backends.get_backend("cuda"))
     att.tiles = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+    att.tensor_cores = False
     for dtype, causal, mask in (("float32", True, None), ("float32", False, "bool"),
                                 ("float16", True, None)):
-        q, k, v, g = _data((2, 2), 150, 90, 40, 40, dtype, seed=11)
-        m = None if mask is None else np.random.default_rng(12).random((2, 2, 150, 90)) > 0.5
-        want = attention_reference(q, k, v, m, causal, 0.2, g)
-        dev = [None if a is None else cp.asarray(a) for a in (q, k, v, m, g)]
-        out, lse = att.forward(*dev[:4], causal, 0.2)
-        assert lse.dtype == cp.float32
-        grads = att.backward(dev[4], *dev[:3], out, lse, dev[3], causal, 0.2)
-        _check([cp.asnumpy(a) for a in (out, *grads)], [want[0]] + list(want[2:]), dtype,
-               what=(tile, dtype, causal))
-        np.testing.assert_allclose(cp.asnumpy(lse), want[1], rtol=4e-6, atol=4e-6)
+        _direct(att, dtype, causal, mask)
+
+
+@pytest.mark.parametrize("tile", [(2, 32), (4, 64), (8, 32), (4, 128)])
+def test_cuda_attention_tensor_core_tile_shapes(tile):
+    """The same for attention_mma.cu's tiles (warps, tile columns), float16 on tensor cores."""
+    att = A.Attention(nr.backends.get_backend("cuda"))
+    att.tc_tiles = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+    for causal, mask in ((True, None), (False, "bool")):
+        _direct(att, "float16", causal, mask)

@@ -50,7 +50,8 @@ class Arr(np.ndarray):
 class _XP:
     float16, float32, float64 = np.float16, np.float32, np.float64
     cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
-        getDevice=lambda: 0, getDeviceProperties=lambda d: {"sharedMemPerBlockOptin": SMEM_OPTIN}))
+        getDevice=lambda: 0,
+        getDeviceProperties=lambda d: {"sharedMemPerBlockOptin": SMEM_OPTIN, "major": 9}))
 
     @staticmethod
     def empty(shape, dtype):
@@ -102,10 +103,11 @@ class _Kernels:
 
 
 def _source(name):
-    tiled = G.ATTENTION_TILED_CU.read_text()
-    assert DYN_SHARED in tiled
-    return "\n".join(['#include "cuda_emu.h"', G.ATTENTION_CU.read_text(),
-                      tiled.replace(DYN_SHARED, "att_f4* att_sh4 = (att_f4*)emu_dyn_smem;"),
+    srcs = [f.read_text() for f in G.ATTENTION_SOURCES]
+    assert all(DYN_SHARED in s for s in srcs[1:])
+    return "\n".join(['#include "cuda_emu.h"']
+                     + [s.replace(DYN_SHARED, "att_f4* att_sh4 = (att_f4*)emu_dyn_smem;")
+                        for s in srcs] + [
                       'extern "C" int emu_run(unsigned gx, unsigned gy, unsigned bx,',
                       '                       unsigned long long smem, void** args) {',
                       "    return emu_launch(gx, gy, bx, smem,",
@@ -219,12 +221,44 @@ def test_tiled_kernels_with_masks(att, kind):
         assert np.all(got[0][0, :, 5] == 0) and np.all(got[2][0, :, 5] == 0)
 
 
-def test_tiled_kernels_float16(att):
+@pytest.mark.parametrize("tensor_cores", [True, False])
+def test_tiled_kernels_float16(att, tensor_cores):
+    """float16: on tensor cores (attention_mma.cu: mma.sync and ldmatrix emulated from their PTX
+    definitions) or on the SIMT kernels."""
+    alt = A.Attention(att.be)
+    alt.tensor_cores = tensor_cores
     q, k, v, g = _inputs((1, 2, 70, 40), 75, 40, np.float16, seed=3)
     want = attention_reference(q, k, v, None, True, 40 ** -0.5, g)
-    got = _run(att, q, k, v, None, True, 40 ** -0.5, g)
+    got = _run(alt, q, k, v, None, True, 40 ** -0.5, g)
     assert got[0].dtype == np.float16 and got[1].dtype == np.float32
     _check(got, want, np.float16)
+    tc = [n for n in att.be.kernels.fns if "_tc<half_t, 64, 0," in n]
+    assert len(tc) == (3 if tensor_cores else 0) or not tensor_cores
+
+
+TC_CASES = [   # (q shape, keys, dv, causal, mask)
+    ((1, 2, 40, 20), 70, 12, True, None),        # d, dv not multiples of 8; Tq < Tk
+    ((2, 130, 64), 66, 64, False, "bool"),       # a tile's keys past Tk; rows that see no key
+    ((1, 1, 40, 128), 33, 100, False, "add"),    # head dim 128
+]
+
+
+@pytest.mark.parametrize("shape,tk,dv,causal,kind", TC_CASES)
+def test_tensor_core_kernels(att, shape, tk, dv, causal, kind):
+    q, k, v, g = _inputs(shape, tk, dv, np.float16, seed=8)
+    mask = None
+    r = np.random.default_rng(9)
+    if kind == "bool":
+        mask = r.random((shape[-2], tk)) > 0.5
+        mask[3] = False
+    elif kind == "add":
+        mask = r.normal(size=(shape[-2], tk)).astype(np.float16)
+        mask[:, 5] = -np.inf
+    want = attention_reference(q, k, v, mask, causal, 0.2, g)
+    got = _run(att, q, k, v, mask, causal, 0.2, g)
+    _check(got, want, np.float16)
+    dm = next(m for m in A.TILED_DIMS if m >= max(shape[-1], dv))
+    assert any(n.startswith(f"attn_fwd_tc<half_t, {dm},") for n in att.be.kernels.fns)
 
 
 def test_tiled_kernels_misaligned_rows(att):
@@ -239,21 +273,24 @@ def test_tiled_kernels_misaligned_rows(att):
     _check(got, want, np.float32)
 
 
-def test_tiled_kernels_shared_memory(att, monkeypatch):
-    """Each kernel gets attention.py's size, opted in past 48 KiB; less is caught (two shared rows'
-    padding short: the last score row's values past the end)."""
-    q, k, v, g = _inputs((1, 1, 8, 64), 8, 64, np.float32, seed=5)
+@pytest.mark.parametrize("fam,dtype", [("simt", np.float32), ("tc", np.float16)])
+def test_tiled_kernels_shared_memory(att, monkeypatch, fam, dtype):
+    """Each kernel gets attention.py's size, opted in past 48 KiB; less is caught (two shared
+    rows' padding short: the last tile row's values past the end)."""
+    q, k, v, g = _inputs((1, 1, 8, 64), 8, 64, dtype, seed=5)
     _run(att, q, k, v, None, False, 0.1, g)
-    for kernel, name in A.KERNELS.items():
-        fn = att.be.kernels.fns[G.attention_tiled(name, "float", 64, 0, *A.TILES[kernel][64])]
+    kernels, size, _ = A.FAMILIES[fam]
+    table = A.TILES if fam == "simt" else A.TC_TILES
+    ct = "float" if dtype == np.float32 else "half_t"
+    for kernel, name in kernels.items():
+        fn = att.be.kernels.fns[G.attention_tiled(name, ct, 64, 0, *table[kernel][64])]
         smem = fn.launches[-1][2]
-        assert smem == A.smem_bytes(kernel, 64, A.TILES[kernel][64])
+        assert smem == size(kernel, 64, table[kernel][64])
         assert smem <= A.DEFAULT_SMEM or fn.max_dynamic_shared_size_bytes >= smem
-    small = A.Attention(att.be)
-    real = A.smem_bytes
-    monkeypatch.setattr(A, "smem_bytes", lambda *a: real(*a) - 2 * A.PAD * A.FLOAT_BYTES)
+    short = 2 * (A.PAD * A.FLOAT_BYTES if fam == "simt" else A.HPAD * 2)
+    monkeypatch.setitem(A.FAMILIES, fam, (kernels, lambda *a: size(*a) - short, A.FAMILIES[fam][2]))
     with pytest.raises(AssertionError, match="wrote past"):
-        small.forward(*(x.view(Arr) for x in (q, k, v)), None, False, 0.1)
+        A.Attention(att.be).forward(*(x.view(Arr) for x in (q, k, v)), None, False, 0.1)
 
 
 def test_tiled_kernels_other_tile_shape(att):

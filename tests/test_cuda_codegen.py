@@ -110,6 +110,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
                   for k in AT.KERNELS for m in AT.MASK_KINDS]
     names += [G.attention_tiled(AT.KERNELS[k], "float", dm, 0, *AT.TILES[k][dm])
               for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32]
+    names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", dm, m, *AT.TC_TILES[k][dm])   # sm_80
+              for k in AT.KERNELS for dm in AT.TILED_DIMS for m in ((0, 1, 2) if dm == 64 else (0,))]
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)

@@ -1,18 +1,23 @@
-"""Launches of the fused attention kernels (no T x T scores in memory), two families:
+"""Launches of the fused attention kernels (no T x T scores in memory), three families:
 
-* attention_tiled.cu, for float32 and float16 up to head dim 128: FlashAttention-2's schedule on
-  the SIMT pipes with full float32 products. Forward: a block per (batch, BR query rows), key
-  tiles in shared memory, online softmax, the log-sum-exp kept (float32). Backward: one kernel per
-  query block for dq (it also writes delta = rowsum(dout * out)), one per key block for dk and dv;
-  no atomics, so gradients are deterministic. Tile shapes: TILES (per kernel and padded head dim:
-  warps a block, rows a thread, tile columns), a knob (`Attention.tiles`) that bench/attention.py
-  can sweep. Their shared memory is opted in past 48 KiB where the device allows it.
-* attention.cu, one thread a query (key) row: float64, and where the device cannot give a tiled
-  kernel its shared memory.
+* attention_mma.cu ("tc"), float16 on sm_80 and newer: FlashAttention-2 on tensor cores
+  (mma.sync m16n8k16, float32 accumulation, ldmatrix fragments; p and ds rounded to float16 for
+  their products, as FlashAttention does).
+* attention_tiled.cu ("simt"), float32 (and float16 where there are no tensor cores or
+  `tensor_cores` is off): the same schedule on the SIMT pipes with full float32 products.
+* attention.cu ("rows"), one thread a query (key) row: float64, and where the device cannot give
+  a tiled kernel its shared memory.
 
-None where a case is outside both (head dims over 128, a mask whose batch dims do not coalesce
-into 4, a dtype without a kernel): the caller then takes the composed path (cuBLAS products and
-elementwise kernels).
+The tiled families: forward a block per (batch, block of query rows) walking key tiles staged in
+shared memory, online softmax, the log-sum-exp kept in float32; backward one kernel per query
+block for dq (it also writes delta = rowsum(dout * out)) and one per key block for dk and dv, no
+atomics, so gradients are deterministic. Tile shapes: TILES / TC_TILES, knobs of `Attention`
+(`tiles`, `tc_tiles`; bench/attention.py --sweep times them); shared memory past 48 KiB is opted
+in where the device allows it.
+
+None where a case is outside every family (head dims over 128, a mask whose batch dims do not
+coalesce into 4, a dtype without a kernel): the caller then takes the composed path (cuBLAS
+products and elementwise kernels).
 """
 from __future__ import annotations
 
@@ -25,30 +30,40 @@ MASK_NONE, MASK_BOOL, MASK_ADD = 0, 1, 2   # attention.cu's ATT_MASK_*
 MASK_KINDS = (MASK_NONE, MASK_BOOL, MASK_ADD)
 MASK_BATCH_DIMS = 4                        # coalesced batch dims a mask view may have
 MAX_ROW_BLOCKS = 65535                     # grid.y limit
+TILED_DIMS = (32, 64, 128)                 # the tiled kernels' padded head dims (template DM)
+FLOAT_BYTES = 4
+DEFAULT_SMEM = 48 * 1024                   # shared memory a block gets without opting in
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+VEC_QK, VEC_V = 1, 2                       # the tiled kernels' `vec` bits (vector rows readable)
 
-# -- attention_tiled.cu ---------------------------------------------------------------------------
-TILED_TYPES = ("float", "half_t")          # storage types with tiled kernels (computed in float)
-TILED_DIMS = (32, 64, 128)                 # its padded head dims (template DM)
+# -- attention_tiled.cu: (warps a block, rows a thread, tile columns) by kernel and padded head
+# dim; a block holds 4 * warps * rows rows. Chosen so that no kernel spills (nvcc -Xptxas -v, sm_90)
 KERNELS = {"fwd": "attn_fwd_t", "dq": "attn_bwd_dq_t", "dkv": "attn_bwd_dkv_t"}
-# (warps a block, rows a thread, tile columns) by kernel and padded head dim; a block holds
-# 4 * warps * rows rows. Chosen so that no kernel spills (nvcc -Xptxas -v, sm_90)
+TILED_TYPES = ("float", "half_t")          # storage types (computed in float)
 TILES = {"fwd": {32: (4, 4, 64), 64: (4, 4, 64), 128: (4, 4, 32)},
          "dq": {32: (4, 4, 64), 64: (4, 4, 64), 128: (4, 4, 32)},
          "dkv": {32: (4, 4, 64), 64: (4, 4, 64), 128: (4, 4, 32)}}
 PAD = 4                                    # attention_tiled.cu's ATT_PAD (floats a shared row)
-FLOAT_BYTES = 4                            # the shared tiles hold float32
-DEFAULT_SMEM = 48 * 1024                   # shared memory a block gets without opting in
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-VEC_QK, VEC_V = 1, 2                       # the kernels' `vec` bits: 4-element rows readable
+VEC_ELEMS = 4                              # its vector reads: 4 elements
+
+# -- attention_mma.cu: (warps a block, tile columns); a block holds 16 * warps rows
+TC_KERNELS = {"fwd": "attn_fwd_tc", "dq": "attn_bwd_dq_tc", "dkv": "attn_bwd_dkv_tc"}
+TC_TYPES = ("half_t",)                     # 16-bit storage types with an AttTc<S>
+TC_MIN_MAJOR = 8                           # mma.sync m16n8k16 (f32 accumulation): sm_80 on
+TC_TILES = {"fwd": {32: (4, 64), 64: (4, 64), 128: (4, 64)},
+            "dq": {32: (4, 64), 64: (4, 64), 128: (4, 64)},
+            "dkv": {32: (4, 64), 64: (4, 64), 128: (4, 64)}}
+HPAD = 8                                   # attention_mma.cu's ATT_HPAD (values a shared row)
+TC_VEC_ELEMS = 8                           # its vector reads: 16 bytes
 
 
 def block_rows(tile):
-    warps, rows, _ = tile
-    return 4 * warps * rows
+    """Rows a block of a tiled kernel holds (the tile: a TILES or a TC_TILES entry)."""
+    return 4 * tile[0] * tile[1] if len(tile) == 3 else 16 * tile[0]
 
 
 def smem_bytes(kernel, dm, tile):
-    """Dynamic shared memory of a tiled kernel: attention_tiled.cu's att_smem_fwd / _dq / _dkv."""
+    """Dynamic shared memory of an attention_tiled.cu kernel (its att_smem_fwd / _dq / _dkv)."""
     warps, rows, cols = tile
     br, ld, sw = block_rows(tile), dm + PAD, 4 * rows + PAD
     scores = warps * cols * sw                       # the warps' transposed score tiles
@@ -59,6 +74,19 @@ def smem_bytes(kernel, dm, tile):
     else:                                            # k and v blocks, q and dout tiles, lse, delta
         floats = (2 * br + 2 * cols) * ld + scores + 2 * cols
     return floats * FLOAT_BYTES
+
+
+def smem_bytes_tc(kernel, dm, tile, itemsize=2):
+    """Dynamic shared memory of an attention_mma.cu kernel (its att_tc_smem_fwd / _bwd)."""
+    warps, cols = tile
+    if kernel == "fwd":                              # q block, k and v tiles
+        return (16 * warps + 2 * cols) * (dm + HPAD) * itemsize
+    # two blocks (q and dout, or k and v), two tiles, lse and delta of a tile
+    return (32 * warps + 2 * cols) * (dm + HPAD) * itemsize + 2 * cols * FLOAT_BYTES
+
+
+FAMILIES = {"tc": (TC_KERNELS, smem_bytes_tc, TC_VEC_ELEMS),
+            "simt": (KERNELS, smem_bytes, VEC_ELEMS)}
 
 
 def _row_length(q, v):
@@ -88,31 +116,57 @@ def _mask_args(mask):
             [nb] + [n for n, _ in merged] + [s for _, s in merged] + [st[-2], st[-1]])
 
 
-def _vec_bits(d, dv, itemsize, qk, vs):
-    """The `vec` argument: rows of d (dv) elements read 4 at a time where d % 4 == 0 and every
-    array of that group starts on a 4-element boundary."""
-    align = 4 * itemsize
-    ok = lambda n, arrs: n % 4 == 0 and all(a.data.ptr % align == 0 for a in arrs)   # noqa: E731
+def _vec_bits(elems, d, dv, qk, vs):
+    """The `vec` argument: rows of d (dv) values read `elems` at a time where d % elems == 0 and
+    every array of that group starts on such a vector's boundary."""
+    def ok(n, arrs):
+        return n % elems == 0 and all(a.data.ptr % (elems * a.dtype.itemsize) == 0 for a in arrs)
     return (VEC_QK if ok(d, qk) else 0) | (VEC_V if ok(dv, vs) else 0)
 
 
 class Attention:
     def __init__(self, be):
         self.be = be
-        self._smem_limit = None
+        self._device = None               # (shared memory a block may opt in to, major version)
         self._opted = {}                  # name expression -> dynamic shared memory allowed
-        self.tiles = TILES
+        self._tables = {"simt": TILES, "tc": TC_TILES}
+        self._tensor_cores = True
+        self._reset()
 
+    # -- knobs (bench/attention.py sweeps them) -----------------------------------------------------
     @property
     def tiles(self):
-        """The tiled kernels' shapes, as TILES (a tuning knob: bench/attention.py --sweep)."""
-        return self._tiles
+        """attention_tiled.cu's tile shapes, as TILES."""
+        return self._tables["simt"]
 
     @tiles.setter
     def tiles(self, table):
-        self._tiles = {k: dict(table[k]) for k in KERNELS}
-        self._dims = {}                   # (type, head dim) -> tiled head dim or None
-        self._launch = {}                 # (kernel, type, head dim, mask kind) -> _tiled_fn
+        self._tables["simt"] = {k: dict(table[k]) for k in KERNELS}
+        self._reset()
+
+    @property
+    def tc_tiles(self):
+        """attention_mma.cu's tile shapes, as TC_TILES."""
+        return self._tables["tc"]
+
+    @tc_tiles.setter
+    def tc_tiles(self, table):
+        self._tables["tc"] = {k: dict(table[k]) for k in KERNELS}
+        self._reset()
+
+    @property
+    def tensor_cores(self):
+        """float16 on tensor cores where the device has them (True), or on the SIMT kernels."""
+        return self._tensor_cores
+
+    @tensor_cores.setter
+    def tensor_cores(self, on):
+        self._tensor_cores = bool(on)
+        self._reset()
+
+    def _reset(self):
+        self._paths = {}                  # (type, head dim) -> (family, tiled head dim) or None
+        self._launch = {}                 # (family, kernel, type, head dim, mask) -> _tiled_fn
 
     # -- planning ----------------------------------------------------------------------------------
     def _plan(self, q, k, v, mask):
@@ -127,31 +181,40 @@ class Attention:
         return ct, dm, margs, B, (q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1])
 
     def _tiled(self, ct, dm, TQ, TK):
-        """The padded head dim of the tiled kernels for this case, or None (the row kernels)."""
+        """(family, padded head dim) of the tiled kernels for this case, or None (row kernels)."""
         key = (ct, dm)
-        tdm = self._dims.get(key, 0)
-        if tdm == 0:
-            tdm = self._dims[key] = self._tiled_dim(ct, dm)
-        if tdm is None:
+        path = self._paths.get(key, 0)
+        if path == 0:
+            path = self._paths[key] = self._choose(ct, dm)
+        if path is None:
             return None
+        table = self._tables[path[0]]
         for kernel, rows in (("fwd", TQ), ("dq", TQ), ("dkv", TK)):
-            if -(-rows // block_rows(self._tiles[kernel][tdm])) > MAX_ROW_BLOCKS:
+            if -(-rows // block_rows(table[kernel][path[1]])) > MAX_ROW_BLOCKS:
                 return None
-        return tdm
+        return path
 
-    def _tiled_dim(self, ct, dm):
-        if ct not in TILED_TYPES:
-            return None
+    def _choose(self, ct, dm):
         tdm = next(m for m in TILED_DIMS if m >= dm)
-        fits = all(smem_bytes(n, tdm, self._tiles[n][tdm]) <= self._device_smem() for n in KERNELS)
-        return tdm if fits else None
+        smem, major = self._device_limits()
+        families = []
+        if ct in TC_TYPES and self._tensor_cores and major >= TC_MIN_MAJOR:
+            families.append("tc")
+        if ct in TILED_TYPES:
+            families.append("simt")
+        for fam in families:
+            kernels, size, _ = FAMILIES[fam]
+            if all(size(n, tdm, self._tables[fam][n][tdm]) <= smem for n in kernels):
+                return fam, tdm
+        return None
 
-    def _device_smem(self):
-        if self._smem_limit is None:
+    def _device_limits(self):
+        if self._device is None:
             rt = self.be.xp.cuda.runtime
             props = rt.getDeviceProperties(rt.getDevice())
-            self._smem_limit = int(props.get("sharedMemPerBlockOptin", 0)) or DEFAULT_SMEM
-        return self._smem_limit
+            self._device = (int(props.get("sharedMemPerBlockOptin", 0)) or DEFAULT_SMEM,
+                            int(props.get("major", 0)))
+        return self._device
 
     # -- kernels -----------------------------------------------------------------------------------
     def _fn(self, kernel, ct, dm, kind):
@@ -160,18 +223,19 @@ class Attention:
                           for m in MASK_KINDS)
         return self.be.kernels.function(G.attention(kernel, ct, dm, kind), family)
 
-    def _tiled_fn(self, kernel, ct, dm, kind):
-        """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel; the whole
-        family of this (type, head dim) compiles at once."""
-        key = (kernel, ct, dm, kind)
+    def _tiled_fn(self, fam, kernel, ct, dm, kind):
+        """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel; the
+        family's kernels of this (type, head dim) compile together."""
+        key = (fam, kernel, ct, dm, kind)
         got = self._launch.get(key)
         if got is None:
-            tiles = {n: self._tiles[n][dm] for n in KERNELS}
-            family = lambda: (G.attention_tiled(KERNELS[n], ct, dm, m, *tiles[n])   # noqa: E731
-                              for n in KERNELS for m in MASK_KINDS)
-            name = G.attention_tiled(KERNELS[kernel], ct, dm, kind, *tiles[kernel])
+            kernels, size, _ = FAMILIES[fam]
+            tiles = {n: self._tables[fam][n][dm] for n in kernels}
+            family = lambda: (G.attention_tiled(kernels[n], ct, dm, m, *tiles[n])   # noqa: E731
+                              for n in kernels for m in MASK_KINDS)
+            name = G.attention_tiled(kernels[kernel], ct, dm, kind, *tiles[kernel])
             fn = self.be.kernels.function(name, family)
-            smem = smem_bytes(kernel, dm, tiles[kernel])
+            smem = size(kernel, dm, tiles[kernel])
             if smem > DEFAULT_SMEM and self._opted.get(name, 0) < smem:
                 _allow_smem(fn, smem)
                 self._opted[name] = smem
@@ -188,15 +252,16 @@ class Attention:
             return None
         ct, dm, (mp, kind, mw), B, (TQ, TK, D, DV) = plan
         xp = self.be.xp
-        tdm = self._tiled(ct, dm, TQ, TK)
+        path = self._tiled(ct, dm, TQ, TK)
         out = xp.empty(q.shape[:-1] + (DV,), dtype=q.dtype)
-        lse = xp.empty(q.shape[:-1], dtype=xp.float32 if tdm else q.dtype)
+        lse = xp.empty(q.shape[:-1], dtype=xp.float32 if path else q.dtype)
         if not (B and TQ):
             return out, lse
         qc, kc, vc = self._dense(q, k, v)
-        if tdm:
-            fn, threads, rows, smem = self._tiled_fn("fwd", ct, tdm, kind)
-            vec = _vec_bits(D, DV, q.dtype.itemsize, (qc, kc), (vc, out))
+        if path:
+            fam, tdm = path
+            fn, threads, rows, smem = self._tiled_fn(fam, "fwd", ct, tdm, kind)
+            vec = _vec_bits(FAMILIES[fam][2], D, DV, (qc, kc), (vc, out))
             fn((B, -(-TQ // rows)), (threads,),
                (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale), vec),
                shared_mem=smem)
@@ -219,9 +284,9 @@ class Attention:
             return dq, dk, dv
         qc, kc, vc, doc, oc, lc = self._dense(q, k, v, do, out, lse)
         # the forward's choice shows in its lse: float32 from the tiled kernels
-        tdm = self._tiled(ct, dm, TQ, TK) if lc.dtype == xp.float32 else None
-        if tdm:
-            return self._tiled_backward(tdm, ct, kind, mp, mw, B, (TQ, TK, D, DV), causal, scale,
+        path = self._tiled(ct, dm, TQ, TK) if lc.dtype == xp.float32 else None
+        if path:
+            return self._tiled_backward(path, ct, kind, mp, mw, B, (TQ, TK, D, DV), causal, scale,
                                         qc, kc, vc, doc, oc, lc, dq, dk, dv)
         delta = xp.empty(q.shape[:-1], dtype=xp.float64 if ct == "double" else xp.float32)
         self._fn("attn_bwd_dq", ct, dm, kind)(
@@ -234,16 +299,16 @@ class Attention:
              float(scale)))
         return dq, dk, dv
 
-    def _tiled_backward(self, dm, ct, kind, mp, mw, B, dims, causal, scale,
+    def _tiled_backward(self, path, ct, kind, mp, mw, B, dims, causal, scale,
                         qc, kc, vc, doc, oc, lc, dq, dk, dv):
-        TQ, TK, D, DV = dims
+        (fam, dm), (TQ, TK, D, DV) = path, dims
         delta = self.be.xp.empty(lc.shape, dtype=self.be.xp.float32)
-        vec = _vec_bits(D, DV, qc.dtype.itemsize, (qc, kc, dq, dk), (vc, doc, oc, dv))
+        vec = _vec_bits(FAMILIES[fam][2], D, DV, (qc, kc, dq, dk), (vc, doc, oc, dv))
         tail = (TQ, TK, D, DV, int(causal), *mw, float(scale), vec)
-        fn, threads, rows, smem = self._tiled_fn("dq", ct, dm, kind)
+        fn, threads, rows, smem = self._tiled_fn(fam, "dq", ct, dm, kind)
         fn((B, -(-TQ // rows)), (threads,), (qc, kc, vc, mp, doc, oc, lc, dq, delta) + tail,
            shared_mem=smem)
-        fn, threads, rows, smem = self._tiled_fn("dkv", ct, dm, kind)
+        fn, threads, rows, smem = self._tiled_fn(fam, "dkv", ct, dm, kind)
         fn((B, -(-TK // rows)), (threads,), (qc, kc, vc, mp, doc, lc, delta, dk, dv) + tail,
            shared_mem=smem)
         return dq, dk, dv

@@ -29,9 +29,9 @@
 #define ATT_LN2 0.6931471805599453f
 #define ATT_FULL 0xffffffffu
 #ifndef ATT_UNROLL_K
-#define ATT_UNROLL_K 2
+#define ATT_UNROLL_K 1
 #endif
-constexpr int att_unroll_k = ATT_UNROLL_K;   // d steps of 4 unrolled in att_mm_rows
+enum { att_unroll_k = ATT_UNROLL_K };   // d steps of 4 unrolled in att_mm_rows
 
 template <int DM_, int W_, int TM_, int BC_> struct AttT {
     static const int DM = DM_, W = W_, NT = 32 * W_, TM = TM_, BC = BC_;

@@ -21,6 +21,8 @@ from ...ops.activations import ACT
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
 ATTENTION_CU = Path(__file__).with_name("attention.cu")     # appended: it uses kernels.cu's IO<S>
 ATTENTION_TILED_CU = Path(__file__).with_name("attention_tiled.cu")   # after attention.cu (AttMask)
+ATTENTION_MMA_CU = Path(__file__).with_name("attention_mma.cu")       # after attention_tiled.cu
+ATTENTION_SOURCES = (ATTENTION_CU, ATTENTION_TILED_CU, ATTENTION_MMA_CU)   # in this order
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -88,12 +90,12 @@ def activation_source():
 @functools.lru_cache(maxsize=1)
 def source():
     """The whole CUDA source: kernels.cu with the generated activations at the marker, then
-    attention.cu and attention_tiled.cu."""
+    the attention kernels (attention.cu, attention_tiled.cu, attention_mma.cu)."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")
-    return "\n".join((body.replace(MARKER, activation_source()), ATTENTION_CU.read_text(),
-                      ATTENTION_TILED_CU.read_text()))
+    return "\n".join([body.replace(MARKER, activation_source())]
+                     + [f.read_text() for f in ATTENTION_SOURCES])
 
 
 def dump():
@@ -147,7 +149,8 @@ def attention(kernel, ctype, row_length, mask_kind):
     return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"
 
 
-def attention_tiled(kernel, ctype, dm, mask_kind, warps, rows, cols):
-    """attention_tiled.cu's kernels: attn_fwd_t / attn_bwd_dq_t / attn_bwd_dkv_t with their tile
-    (warps a block, rows a thread, tile columns)."""
-    return f"{kernel}<{ctype}, {dm}, {mask_kind}, {warps}, {rows}, {cols}>"
+def attention_tiled(kernel, ctype, dm, mask_kind, *tile):
+    """The tiled attention kernels with their tile: attention_tiled.cu's attn_fwd_t /
+    attn_bwd_dq_t / attn_bwd_dkv_t (warps a block, rows a thread, tile columns), attention_mma.cu's
+    attn_fwd_tc / attn_bwd_dq_tc / attn_bwd_dkv_tc (warps a block, tile columns)."""
+    return f"{kernel}<{ctype}, {dm}, {mask_kind}, " + ", ".join(str(n) for n in tile) + ">"
