@@ -2,15 +2,15 @@
 
 Forward, and forward + backward, for a char-GPT's shape, nanoGPT's and T = 256, 1024, 2048 at d = 64.
 
-    python bench/attention.py [--devices cuda,webgpu] [--shapes 8x16x1024x64,...] [--dtype float16]
-                              [--reps 20] [--json out.json]
-    python bench/attention.py --sweep [--shapes 8x16x1024x64]     # cuda tile shapes, numr only
+    python bench/attention.py [--devices cuda,webgpu] [--shapes 8x16x1024x64,...]
+                              [--dtype float32,float16] [--reps 20] [--json out.json]
+    python bench/attention.py --sweep [--dtype float32,float16] [--shapes 8x16x1024x64]
 
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
 on CUDA (its default kernel choice: the memory-efficient kernel for float32, flash for float16),
-TF32 off. --sweep times the cuda backend's attention kernels alone (CUDA events around its forward
-and backward) for each tile shape of SWEEP_TILES (float32: warps a block, rows a thread, tile
+TF32 off. --sweep times the cuda backend's attention kernels alone (CUDA events around each launch:
+forward, dq, dk/dv) for each tile shape of SWEEP_TILES (float32: warps a block, rows a thread, tile
 columns) or SWEEP_TC_TILES (float16 on tensor cores: warps a block, tile columns), set for all
 three kernels at once, to choose attention.py's TILES / TC_TILES after a measurement.
 """
@@ -89,13 +89,28 @@ def bench_torch(shape, reps, dtype="float32"):
 
 
 def sweep(shapes, reps, dtype):
-    """The cuda backend's attention kernels alone, per tile shape: median ms of forward, backward."""
+    """The cuda backend's attention kernels alone, per tile shape: median ms of each kernel
+    (forward, dq, dk/dv), timed with CUDA events around its launch."""
     import cupy as cp
     from numr_web.backends.cuda import attention as A
     be = nr.backends.get_backend("cuda")
     att = A.Attention(be)
-    print(f"| shape ({dtype}, causal) | tile | forward ms | backward ms |")
-    print("|---|---|---:|---:|")
+    times = {}
+    launcher = att._tiled_fn
+
+    def timed(fam, kernel, *args):                  # each launch between two events
+        fn, threads, rows, smem = launcher(fam, kernel, *args)
+
+        def run(*a, **kw):
+            ev = cp.cuda.Event(), cp.cuda.Event()
+            ev[0].record()
+            fn(*a, **kw)
+            ev[1].record()
+            times.setdefault(kernel, []).append(ev)
+        return run, threads, rows, smem
+    att._tiled_fn = timed
+    print(f"| shape ({dtype}, causal) | tile | forward ms | dq ms | dk, dv ms | backward ms |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, shape in shapes.items():
         r = np.random.default_rng(0)
         q, k, v, g = (cp.asarray(r.normal(size=shape).astype(dtype)) for _ in range(4))
@@ -107,22 +122,20 @@ def sweep(shapes, reps, dtype):
             else:
                 att.tiles = table
             if att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2]) is None:
-                print(f"| {name} | {tile} | (does not fit) | |")
+                print(f"| {name} | {tile} | (does not fit) | | | |")
                 continue
-            out, lse = att.forward(q, k, v, None, True, scale)
-            times = {"fwd": [], "bwd": []}
-            for _ in range(reps + 2):
-                ev = [cp.cuda.Event() for _ in range(3)]
-                ev[0].record()
+            for _ in range(2):                       # compile, warm up
                 out, lse = att.forward(q, k, v, None, True, scale)
-                ev[1].record()
                 att.backward(g, q, k, v, out, lse, None, True, scale)
-                ev[2].record()
-                ev[2].synchronize()
-                times["fwd"].append(cp.cuda.get_elapsed_time(ev[0], ev[1]))
-                times["bwd"].append(cp.cuda.get_elapsed_time(ev[1], ev[2]))
-            f, b = (statistics.median(times[k][2:]) for k in ("fwd", "bwd"))
-            print(f"| {name} | {tile} | {f:.3f} | {b:.3f} |", flush=True)
+            times.clear()
+            for _ in range(reps):
+                out, lse = att.forward(q, k, v, None, True, scale)
+                att.backward(g, q, k, v, out, lse, None, True, scale)
+            cp.cuda.get_current_stream().synchronize()
+            ms = {kn: statistics.median(cp.cuda.get_elapsed_time(*ev) for ev in evs)
+                  for kn, evs in times.items()}
+            print(f"| {name} | {tile} | {ms['fwd']:.3f} | {ms['dq']:.3f} | {ms['dkv']:.3f} "
+                  f"| {ms['dq'] + ms['dkv']:.3f} |", flush=True)
 
 
 def _shapes(text):
@@ -141,38 +154,48 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="cuda")
     p.add_argument("--shapes", default=None, help="BxHxTxD,... (default: %s)" % ", ".join(SHAPES))
-    p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    p.add_argument("--dtype", default="float32", help="float32, float16 or both: float32,float16")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true", help="time the cuda tile shapes (numr only)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     shapes = _shapes(a.shapes)
+    dtypes = a.dtype.split(",")
+    if set(dtypes) - {"float32", "float16"}:
+        raise SystemExit(f"--dtype: float32 and/or float16, not {a.dtype!r}")
     if a.sweep:
-        sweep(shapes if a.shapes else {"8x16x1024x64": SHAPES["8x16x1024x64"]}, a.reps, a.dtype)
+        for dtype in dtypes:
+            sweep(shapes if a.shapes else {"8x16x1024x64": SHAPES["8x16x1024x64"]}, a.reps,
+                  dtype)
         return
     res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "dtype": a.dtype, "shapes": {}}
-    for name, shape in shapes.items():
-        row = res["shapes"][name] = {}
-        for dev in a.devices.split(","):
-            row["numr_" + dev] = bench_numr(dev, shape, a.reps, a.dtype)
-        try:
-            row["torch_cuda"] = bench_torch(shape, a.reps, a.dtype)
-        except Exception as e:          # no torch / no CUDA: numr's figures alone
-            row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
-        print(name, json.dumps(row), flush=True)
-    print(f"| shape ({a.dtype}, causal) | who | forward ms | forward + backward ms "
+           "runs": {}}
+    for dtype in dtypes:
+        rows = res["runs"][dtype] = {}
+        for name, shape in shapes.items():
+            row = rows[name] = {}
+            for dev in a.devices.split(","):
+                row["numr_" + dev] = bench_numr(dev, shape, a.reps, dtype)
+            try:
+                row["torch_cuda"] = bench_torch(shape, a.reps, dtype)
+            except Exception as e:          # no torch / no CUDA: numr's figures alone
+                row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
+            print(dtype, name, json.dumps(row), flush=True)
+    print("| shape (causal) | dtype | who | forward ms | forward + backward ms "
           "| vs torch (fwd / fwd+bwd) |")
-    print("|---|---|---:|---:|---:|")
-    for name, row in res["shapes"].items():
-        t = row.get("torch_cuda", {})
-        for who, r in row.items():
-            if "fwd_ms" in r:
+    print("|---|---|---|---:|---:|---:|")
+    for dtype, rows in res["runs"].items():
+        for name, row in rows.items():
+            t = row.get("torch_cuda", {})
+            for who, r in row.items():
+                if "fwd_ms" not in r:
+                    continue
                 ratio = ""
                 if "fwd_ms" in t:
                     ratio = (f"{r['fwd_ms'] / t['fwd_ms']:.2f}x / "
                              f"{r['fwd_bwd_ms'] / t['fwd_bwd_ms']:.2f}x")
-                print(f"| {name} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} |")
+                print(f"| {name} | {dtype} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} "
+                      f"| {ratio} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

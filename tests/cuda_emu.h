@@ -162,18 +162,20 @@ inline void att_ldsm4_t(unsigned (&r)[4], const void* p) { emu_ldsm4(r, p, true)
 // A's element i of a lane (2 a register) at row g + 8 ((i / 2) % 2), column 2 t + i % 2 + 8 (i / 4);
 // B's at row (k) 2 t + i % 2 + 8 (i / 2), column g; C's at row g + 8 (i / 2), column 2 t + i % 2
 inline void att_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    unsigned am[32][4], bin[2] = {b0, b1}, bm[32][2];
-    float cm[32][4];
-    emu_warp_exchange<unsigned, 4>(a, am);
-    emu_warp_exchange<unsigned, 2>(bin, bm);
-    emu_warp_exchange<float, 4>(c, cm);
+    unsigned in[10] = {a[0], a[1], a[2], a[3], b0, b1}, all[32][10];   // one exchange: 5 slots
+    std::memcpy(in + 6, c, sizeof(float) * 4);
+    unsigned long long slots[5], got[32][5];
+    std::memcpy(slots, in, sizeof(slots));
+    emu_warp_exchange<unsigned long long, 5>(slots, got);
+    std::memcpy(all, got, sizeof(all));
     auto h = [](unsigned reg, int i) { return IO<half_t>::ld((half_t)(reg >> (16 * (i & 1)))); };
     float A[16][16], B[16][8], C[16][8];
     for (int L = 0; L < 32; ++L) {
         const int g = L >> 2, t = L & 3;
-        for (int i = 0; i < 8; ++i) A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = h(am[L][i >> 1], i);
-        for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + 8 * (i >> 1)][g] = h(bm[L][i >> 1], i);
-        for (int i = 0; i < 4; ++i) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = cm[L][i];
+        for (int i = 0; i < 8; ++i)
+            A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = h(all[L][i >> 1], i);
+        for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + 8 * (i >> 1)][g] = h(all[L][4 + (i >> 1)], i);
+        for (int i = 0; i < 4; ++i) std::memcpy(&C[g + 8 * (i >> 1)][2 * t + (i & 1)], &all[L][6 + i], 4);
     }
     const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
     for (int i = 0; i < 4; ++i) {

@@ -92,12 +92,11 @@ class _Kernels:
         self.cache, self.fns = cache, {}
 
     def function(self, name, family):
-        """As launch.Kernels.function; builds the kernel with its siblings of the same storage
-        type, head dim and mask kind (one g++ process each, in parallel)."""
+        """As launch.Kernels.function; builds the kernel with its family (one g++ process each,
+        in parallel)."""
         if name not in self.fns:
-            head = name.split("<")[1].split(",")[:3]
-            names = [n for n in family() if n.split("<")[1].split(",")[:3] == head]
-            for n, lib in _build(self.cache, names or [name]).items():
+            names = list(dict.fromkeys(list(family()) + [name]))
+            for n, lib in _build(self.cache, names).items():
                 self.fns[n] = _Function(lib, n)
         return self.fns[name]
 
@@ -238,7 +237,7 @@ def test_tiled_kernels_float16(att, tensor_cores):
 
 TC_CASES = [   # (q shape, keys, dv, causal, mask)
     ((1, 2, 40, 20), 70, 12, True, None),        # d, dv not multiples of 8; Tq < Tk
-    ((2, 130, 64), 66, 64, False, "bool"),       # a tile's keys past Tk; rows that see no key
+    ((1, 70, 64), 66, 64, False, "bool"),        # a tile's keys past Tk; rows that see no key
     ((1, 1, 40, 128), 33, 100, False, "add"),    # head dim 128
 ]
 

@@ -225,14 +225,14 @@ class Attention:
 
     def _tiled_fn(self, fam, kernel, ct, dm, kind):
         """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel; the
-        family's kernels of this (type, head dim) compile together."""
+        family's three kernels of this (type, head dim, mask kind) compile together."""
         key = (fam, kernel, ct, dm, kind)
         got = self._launch.get(key)
         if got is None:
             kernels, size, _ = FAMILIES[fam]
             tiles = {n: self._tables[fam][n][dm] for n in kernels}
-            family = lambda: (G.attention_tiled(kernels[n], ct, dm, m, *tiles[n])   # noqa: E731
-                              for n in kernels for m in MASK_KINDS)
+            family = lambda: (G.attention_tiled(kernels[n], ct, dm, kind, *tiles[n])   # noqa: E731
+                              for n in kernels)
             name = G.attention_tiled(kernels[kernel], ct, dm, kind, *tiles[kernel])
             fn = self.be.kernels.function(name, family)
             smem = size(kernel, dm, tiles[kernel])
