@@ -98,8 +98,8 @@ def sweep(shapes, reps, dtype):
     times = {}
     launcher = att._tiled_fn
 
-    def timed(fam, kernel, *args):                  # each launch between two events
-        fn, threads, rows, smem = launcher(fam, kernel, *args)
+    def timed(path, kernel, *args):                 # each launch between two events
+        fn, threads, rows, smem = launcher(path, kernel, *args)
 
         def run(*a, **kw):
             ev = cp.cuda.Event(), cp.cuda.Event()
@@ -121,9 +121,12 @@ def sweep(shapes, reps, dtype):
                 att.tc_tiles = table
             else:
                 att.tiles = table
-            if att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2]) is None:
+            path = att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2])
+            if path is None or path[0] != ("tc" if dtype == "float16" else "simt"):
                 print(f"| {name} | {tile} | (does not fit) | | | |")
                 continue
+            if any(t != tile for t in path[2].values()):     # halved to fit the device
+                tile = path[2]
             for _ in range(2):                       # compile, warm up
                 out, lse = att.forward(q, k, v, None, True, scale)
                 att.backward(g, q, k, v, out, lse, None, True, scale)

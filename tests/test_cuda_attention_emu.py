@@ -299,3 +299,22 @@ def test_tiled_kernels_other_tile_shape(att):
     q, k, v, g = _inputs((1, 2, 75, 20), 75, 20, np.float32, seed=6)
     want = attention_reference(q, k, v, None, True, 0.3, g)
     _check(_run(alt, q, k, v, None, True, 0.3, g), want, np.float32)
+
+
+def test_tiles_shrink_to_fit_the_device(att):
+    """On a device that opts in to less shared memory, the tiles' columns are halved until they
+    fit (float32 d = 64 in 60 KiB: 32 keys a forward tile, 16 in dq) and the results hold."""
+    small = types.SimpleNamespace(**vars(att.be))
+    small.xp = types.SimpleNamespace(**{k: getattr(_XP, k) for k in ("float16", "float32",
+                                                                     "float64", "empty",
+                                                                     "ascontiguousarray")})
+    small.xp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
+        getDevice=lambda: 0,
+        getDeviceProperties=lambda d: {"sharedMemPerBlockOptin": 60 * 1024, "major": 9}))
+    alt = A.Attention(small)
+    q, k, v, g = _inputs((1, 2, 70, 64), 70, 64, np.float32, seed=10)
+    want = attention_reference(q, k, v, None, True, 0.125, g)
+    _check(_run(alt, q, k, v, None, True, 0.125, g), want, np.float32)
+    launched = att.be.kernels.fns
+    assert launched["attn_fwd_t<float, 64, 0, 4, 4, 32>"].launches
+    assert launched["attn_bwd_dq_t<float, 64, 0, 4, 4, 16>"].launches

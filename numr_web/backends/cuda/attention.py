@@ -35,6 +35,7 @@ FLOAT_BYTES = 4
 DEFAULT_SMEM = 48 * 1024                   # shared memory a block gets without opting in
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 VEC_QK, VEC_V = 1, 2                       # the tiled kernels' `vec` bits (vector rows readable)
+MIN_COLS = 16                              # a tile's columns are halved down to this to fit a device
 
 # -- attention_tiled.cu: (warps a block, rows a thread, tile columns) by kernel and padded head
 # dim; a block holds 4 * warps * rows rows. Chosen so that no kernel spills (nvcc -Xptxas -v, sm_90)
@@ -165,8 +166,8 @@ class Attention:
         self._reset()
 
     def _reset(self):
-        self._paths = {}                  # (type, head dim) -> (family, tiled head dim) or None
-        self._launch = {}                 # (family, kernel, type, head dim, mask) -> _tiled_fn
+        self._paths = {}                  # (type, head dim) -> (family, head dim, tiles) or None
+        self._launch = {}                 # (family, head dim, kernel, type, mask) -> _tiled_fn
 
     # -- planning ----------------------------------------------------------------------------------
     def _plan(self, q, k, v, mask):
@@ -181,20 +182,22 @@ class Attention:
         return ct, dm, margs, B, (q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1])
 
     def _tiled(self, ct, dm, TQ, TK):
-        """(family, padded head dim) of the tiled kernels for this case, or None (row kernels)."""
+        """(family, padded head dim, {kernel: tile}) of the tiled kernels for this case, or None
+        (the row kernels)."""
         key = (ct, dm)
         path = self._paths.get(key, 0)
         if path == 0:
             path = self._paths[key] = self._choose(ct, dm)
         if path is None:
             return None
-        table = self._tables[path[0]]
         for kernel, rows in (("fwd", TQ), ("dq", TQ), ("dkv", TK)):
-            if -(-rows // block_rows(table[kernel][path[1]])) > MAX_ROW_BLOCKS:
+            if -(-rows // block_rows(path[2][kernel])) > MAX_ROW_BLOCKS:
                 return None
         return path
 
     def _choose(self, ct, dm):
+        """The first family that runs this type with its tiles (their columns halved, down to
+        MIN_COLS, where the device's shared memory cannot hold them)."""
         tdm = next(m for m in TILED_DIMS if m >= dm)
         smem, major = self._device_limits()
         families = []
@@ -204,8 +207,14 @@ class Attention:
             families.append("simt")
         for fam in families:
             kernels, size, _ = FAMILIES[fam]
-            if all(size(n, tdm, self._tables[fam][n][tdm]) <= smem for n in kernels):
-                return fam, tdm
+            tiles = {}
+            for n in kernels:
+                tile = self._tables[fam][n][tdm]
+                while size(n, tdm, tile) > smem and tile[-1] > MIN_COLS:
+                    tile = tile[:-1] + (tile[-1] // 2,)
+                tiles[n] = tile
+            if all(size(n, tdm, tiles[n]) <= smem for n in kernels):
+                return fam, tdm, tiles
         return None
 
     def _device_limits(self):
@@ -223,14 +232,14 @@ class Attention:
                           for m in MASK_KINDS)
         return self.be.kernels.function(G.attention(kernel, ct, dm, kind), family)
 
-    def _tiled_fn(self, fam, kernel, ct, dm, kind):
+    def _tiled_fn(self, path, kernel, ct, kind):
         """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel; the
         family's three kernels of this (type, head dim, mask kind) compile together."""
-        key = (fam, kernel, ct, dm, kind)
+        fam, dm, tiles = path
+        key = (fam, dm, kernel, ct, kind)
         got = self._launch.get(key)
         if got is None:
             kernels, size, _ = FAMILIES[fam]
-            tiles = {n: self._tables[fam][n][dm] for n in kernels}
             family = lambda: (G.attention_tiled(kernels[n], ct, dm, kind, *tiles[n])   # noqa: E731
                               for n in kernels)
             name = G.attention_tiled(kernels[kernel], ct, dm, kind, *tiles[kernel])
@@ -259,9 +268,8 @@ class Attention:
             return out, lse
         qc, kc, vc = self._dense(q, k, v)
         if path:
-            fam, tdm = path
-            fn, threads, rows, smem = self._tiled_fn(fam, "fwd", ct, tdm, kind)
-            vec = _vec_bits(FAMILIES[fam][2], D, DV, (qc, kc), (vc, out))
+            fn, threads, rows, smem = self._tiled_fn(path, "fwd", ct, kind)
+            vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc), (vc, out))
             fn((B, -(-TQ // rows)), (threads,),
                (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale), vec),
                shared_mem=smem)
@@ -301,14 +309,14 @@ class Attention:
 
     def _tiled_backward(self, path, ct, kind, mp, mw, B, dims, causal, scale,
                         qc, kc, vc, doc, oc, lc, dq, dk, dv):
-        (fam, dm), (TQ, TK, D, DV) = path, dims
+        TQ, TK, D, DV = dims
         delta = self.be.xp.empty(lc.shape, dtype=self.be.xp.float32)
-        vec = _vec_bits(FAMILIES[fam][2], D, DV, (qc, kc, dq, dk), (vc, doc, oc, dv))
+        vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc, dq, dk), (vc, doc, oc, dv))
         tail = (TQ, TK, D, DV, int(causal), *mw, float(scale), vec)
-        fn, threads, rows, smem = self._tiled_fn(fam, "dq", ct, dm, kind)
+        fn, threads, rows, smem = self._tiled_fn(path, "dq", ct, kind)
         fn((B, -(-TQ // rows)), (threads,), (qc, kc, vc, mp, doc, oc, lc, dq, delta) + tail,
            shared_mem=smem)
-        fn, threads, rows, smem = self._tiled_fn(fam, "dkv", ct, dm, kind)
+        fn, threads, rows, smem = self._tiled_fn(path, "dkv", ct, kind)
         fn((B, -(-TK // rows)), (threads,), (qc, kc, vc, mp, doc, lc, delta, dk, dv) + tail,
            shared_mem=smem)
         return dq, dk, dv
