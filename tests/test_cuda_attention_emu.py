@@ -143,6 +143,13 @@ def _build(cache, names):
 
 @pytest.fixture(scope="module")
 def att(tmp_path_factory):
+    probe = tmp_path_factory.mktemp("probe") / "probe.cpp"     # C++20 barriers, _Float16
+    probe.write_text('#include "cuda_emu.h"\nint main() { return 0; }\n')
+    r = subprocess.run([CXX, "-std=c++20", "-fsyntax-only", "-I", str(HERE), str(probe)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"{CXX} cannot compile tests/cuda_emu.h (C++20 <barrier>, _Float16): "
+                    f"{r.stderr.strip()[:200]}")
     be = types.SimpleNamespace(xp=_XP, _ct={np.dtype(k).char: v for k, v in G.C_TYPES.items()},
                                kernels=_Kernels(tmp_path_factory.mktemp("emu")))
     return A.Attention(be)

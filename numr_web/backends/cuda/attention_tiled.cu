@@ -55,7 +55,7 @@ __device__ __forceinline__ att_f4 att_ld4(const float* p) { return *(const att_f
 __device__ __forceinline__ att_f4 att_ld4(const half_t* p) {
     att_u2 u = *(const att_u2*)p;
     return att_f4v(IO<half_t>::ld((half_t)(u.x & 0xffff)), IO<half_t>::ld((half_t)(u.x >> 16)),
-                       IO<half_t>::ld((half_t)(u.y & 0xffff)), IO<half_t>::ld((half_t)(u.y >> 16)));
+                   IO<half_t>::ld((half_t)(u.y & 0xffff)), IO<half_t>::ld((half_t)(u.y >> 16)));
 }
 __device__ __forceinline__ void att_st4(float* p, att_f4 x) { *(att_f4*)p = x; }
 __device__ __forceinline__ void att_st4(half_t* p, att_f4 x) {
