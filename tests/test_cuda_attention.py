@@ -125,7 +125,7 @@ def _direct(att, dtype, causal, mask_kind, seed=11):
     np.testing.assert_allclose(cp.asnumpy(lse), want[1], rtol=4e-6, atol=4e-6)
 
 
-@pytest.mark.parametrize("tile", [(2, 4, 32), (4, 8, 64), (8, 4, 16)])
+@pytest.mark.parametrize("tile", [(4, 8, 64), (8, 4, 16)])
 def test_cuda_attention_tile_shapes(tile):
     """Any tile shape the `tiles` knob of the backend's Attention may be tuned to (warps, rows a
     thread, tile columns) computes the same results, masks and all; float16 on these SIMT
@@ -138,7 +138,7 @@ def test_cuda_attention_tile_shapes(tile):
         _direct(att, dtype, causal, mask)
 
 
-@pytest.mark.parametrize("tile", [(2, 32), (4, 64), (8, 32), (4, 128)])
+@pytest.mark.parametrize("tile", [(2, 32), (8, 64)])
 def test_cuda_attention_tensor_core_tile_shapes(tile):
     """The same for attention_mma.cu's tiles (warps, tile columns), float16 on tensor cores."""
     att = A.Attention(nr.backends.get_backend("cuda"))
