@@ -95,11 +95,13 @@ def sweep(shapes, reps, dtype):
     from numr_web.backends.cuda import attention as A
     be = nr.backends.get_backend("cuda")
     att = A.Attention(be)
-    times = {}
+    times, regs = {}, {}
     launcher = att._tiled_fn
 
     def timed(path, kernel, *args):                 # each launch between two events
         fn, threads, rows, smem = launcher(path, kernel, *args)
+        f = getattr(fn, "kernel", fn)               # registers / local (spilled) bytes a thread
+        regs[kernel] = f"{getattr(f, 'num_regs', '?')}/{getattr(f, 'local_size_bytes', '?')}"
 
         def run(*a, **kw):
             ev = cp.cuda.Event(), cp.cuda.Event()
@@ -109,8 +111,9 @@ def sweep(shapes, reps, dtype):
             times.setdefault(kernel, []).append(ev)
         return run, threads, rows, smem
     att._tiled_fn = timed
-    print(f"| shape ({dtype}, causal) | tile | forward ms | dq ms | dk, dv ms | backward ms |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(f"| shape ({dtype}, causal) | tile | forward ms | dq ms | dk, dv ms | backward ms "
+          "| registers / local bytes (fwd, dq, dkv) |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for name, shape in shapes.items():
         r = np.random.default_rng(0)
         q, k, v, g = (cp.asarray(r.normal(size=shape).astype(dtype)) for _ in range(4))
@@ -123,7 +126,7 @@ def sweep(shapes, reps, dtype):
                 att.tiles = table
             path = att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2])
             if path is None or path[0] != ("tc" if dtype == "float16" else "simt"):
-                print(f"| {name} | {tile} | (does not fit) | | | |")
+                print(f"| {name} | {tile} | (does not fit) | | | | |")
                 continue
             if any(t != tile for t in path[2].values()):     # halved to fit the device
                 tile = path[2]
@@ -138,7 +141,8 @@ def sweep(shapes, reps, dtype):
             ms = {kn: statistics.median(cp.cuda.get_elapsed_time(*ev) for ev in evs)
                   for kn, evs in times.items()}
             print(f"| {name} | {tile} | {ms['fwd']:.3f} | {ms['dq']:.3f} | {ms['dkv']:.3f} "
-                  f"| {ms['dq'] + ms['dkv']:.3f} |", flush=True)
+                  f"| {ms['dq'] + ms['dkv']:.3f} | {regs['fwd']}, {regs['dq']}, {regs['dkv']} |",
+                  flush=True)
 
 
 def _shapes(text):
