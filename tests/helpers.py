@@ -59,3 +59,30 @@ def check_op(device, fn, ref, xs, grad=True, fd_eps=1e-6, fwd_tol=None, grad_tol
         want = fd_grad(ref, [x.copy() for x in xs], i, g_out, fd_eps)
         np.testing.assert_allclose(t.grad.numpy().astype(np.float64), want,
                                    err_msg=f"gradient of input {i}", **(grad_tol_ or grad_tol(device)))
+
+
+def attention_reference(q, k, v, mask, causal, scale, g):
+    """softmax(q k^T * scale + mask) v in float64 with torch 2.x's conventions (is_causal: query i
+    sees keys 0..i; a bool mask keeps True; a row that sees no key gives 0), its log-sum-exp (-inf
+    for such a row) and the gradients of sum(out * g) w.r.t. q, k, v, written from the closed
+    forms: (out, lse, dq, dk, dv)."""
+    q, k, v, g = (np.asarray(a, np.float64) for a in (q, k, v, g))
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    keep = np.ones(s.shape[-2:], bool)
+    if causal:
+        keep = np.tril(keep)
+    if mask is not None and np.asarray(mask).dtype == bool:
+        keep = keep & np.asarray(mask)
+    elif mask is not None:
+        s = s + np.asarray(mask, np.float64)
+    s = np.where(np.broadcast_to(keep, s.shape), s, -np.inf)
+    m = s.max(-1, keepdims=True) if s.shape[-1] else np.full(s.shape[:-1] + (1,), -np.inf)
+    dead = m == -np.inf
+    p = np.exp(s - np.where(dead, 0, m))
+    total = p.sum(-1, keepdims=True)
+    p = np.where(dead, 0, p / np.where(dead, 1, total))
+    lse = np.where(dead, -np.inf, m + np.log(np.where(dead, 1, total)))[..., 0]
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return (p @ v, lse, (ds @ k) * scale, (np.swapaxes(ds, -1, -2) @ q) * scale,
+            np.swapaxes(p, -1, -2) @ g)

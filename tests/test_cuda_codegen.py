@@ -13,6 +13,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
 from numr_web.ops import activations as A
 from numr_web.ops.activations import ACT, Act, Code
@@ -104,6 +105,13 @@ def test_every_kernel_family_compiles_with_nvrtc():
         names += [G.attention(k, ct, 32, m) for k in ("attn_fwd", "attn_bwd_dq", "attn_bwd_dkv")
                   for m in (0, 1, 2)]
     names += [G.attention(k, "float", 128, 2) for k in ("attn_fwd", "attn_bwd_dq", "attn_bwd_dkv")]
+    for ct in AT.TILED_TYPES:               # the tiled attention kernels, every mask kind
+        names += [G.attention_tiled(AT.KERNELS[k], ct, 32, m, *AT.TILES[k][32])
+                  for k in AT.KERNELS for m in AT.MASK_KINDS]
+    names += [G.attention_tiled(AT.KERNELS[k], "float", dm, 0, *AT.TILES[k][dm])
+              for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32]
+    names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", dm, m, *AT.TC_TILES[k][dm])   # sm_80
+              for k in AT.KERNELS for dm in AT.TILED_DIMS for m in ((0, 1, 2) if dm == 64 else (0,))]
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)

@@ -10,8 +10,8 @@ dispatch generated from the table by codegen.py, launched through launch.py):
   * binary add / sub / mul / div of same-shape dense arrays, or with a Python number: one
     pre-bound kernel launch instead of CuPy's ufunc machinery;
   * scatter_add: deterministic (sorted keys, one in-order sum per target; no float atomics);
-  * attention / attention_backward: fused flash-style kernels (attention.cu, launched by
-    attention.py): one kernel forward, two backward, no T x T scores in memory.
+  * attention / attention_backward: fused FlashAttention-2 kernels (attention.py: tensor cores
+    for float16, SIMT tiles for float32): one kernel forward, two backward, no T x T scores.
 
 float16 is computed in float32 and rounded once; its GEMMs run on tensor cores (cublasGemmEx,
 float32 accumulation: blas.py). Sizes are checked

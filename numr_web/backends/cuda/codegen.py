@@ -19,8 +19,11 @@ from pathlib import Path
 from ...ops.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
-# appended to kernels.cu (they use its IO<S>)
-APPENDED_CU = tuple(Path(__file__).with_name(f) for f in ("attention.cu", "nn.cu"))
+# appended to kernels.cu in this order (they use its IO<S>; the tiled attention uses attention.cu's
+# AttMask, the tensor-core one the tiled one's helpers)
+ATTENTION_SOURCES = tuple(Path(__file__).with_name(f) for f in (
+    "attention.cu", "attention_tiled.cu", "attention_mma.cu"))
+APPENDED_CU = ATTENTION_SOURCES + (Path(__file__).with_name("nn.cu"),)
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -88,7 +91,7 @@ def activation_source():
 @functools.lru_cache(maxsize=1)
 def source():
     """The whole CUDA source: kernels.cu with the generated activations at the marker, then
-    attention.cu and nn.cu."""
+    the attention kernels (attention.cu, attention_tiled.cu, attention_mma.cu) and nn.cu."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")
@@ -145,3 +148,10 @@ def sum_small(ctype):
 def attention(kernel, ctype, row_length, mask_kind):
     """attention.cu's kernels: attn_fwd / attn_bwd_dq / attn_bwd_dkv."""
     return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"
+
+
+def attention_tiled(kernel, ctype, dm, mask_kind, *tile):
+    """The tiled attention kernels with their tile: attention_tiled.cu's attn_fwd_t /
+    attn_bwd_dq_t / attn_bwd_dkv_t (warps a block, rows a thread, tile columns), attention_mma.cu's
+    attn_fwd_tc / attn_bwd_dq_tc / attn_bwd_dkv_tc (warps a block, tile columns)."""
+    return f"{kernel}<{ctype}, {dm}, {mask_kind}, " + ", ".join(str(n) for n in tile) + ">"
