@@ -282,6 +282,7 @@ def test_gemm_layouts_map_to_cublas_flags():
     blas.workspace = _Buf(np.zeros(8, np.uint8))
     blas._on_stream, blas._lock = None, threading.Lock()
     blas._ptrs = {"f": (0, 0), "d": (0, 0)}
+    blas._ex = {}                                   # no 16-bit operands here
     blas._gemm = {"f": sgemm, "d": sgemm}
     rng = np.random.default_rng(0)
     a0, b0 = rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
