@@ -2,14 +2,19 @@
 forward + backward, for a char-GPT's shape and T = 256, 1024, 2048 at head dim 64 (float32).
 
     python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--shapes gpt,1024] [--check]
+                              [--dtype float32,float16]
                               [--tiles "auto;16x8x8;fwd=16x8x8,dq=16x8x8,dkv=16x8x4"] [--json out.json]
+    python bench/attention.py --sweep [--dtype float32,float16] [--shapes 1024]
 
 Times: medians of device-synchronised wall time per call (each call ends with a read of one element,
 so asynchronous work is inside the timing on every device). torch: F.scaled_dot_product_attention
 on CUDA (its default kernel choice), float32, TF32 off. --tiles times the webgpu kernels at each
 NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table: a
 value naming one kernel (`dq=16x8x4`) leaves the others on the table's choice, so the difference
-to `auto` is that kernel's.
+to `auto` is that kernel's. --sweep times the cuda backend's attention kernels alone (CUDA events
+around each launch: forward, dq, dk/dv) for each tile shape of SWEEP_TILES (float32: warps a
+block, rows a thread, tile columns) or SWEEP_TC_TILES (float16 on tensor cores: warps a block,
+tile columns), to choose backends/cuda/attention.py's TILES / TC_TILES after a measurement.
 TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
 backward 5 (dq's kernel recomputes s and dp: 7 run). --check also compares numr's output and
 gradients of the first batch element with torch float64 on the cpu: max |err| / (|want| + 1).
@@ -30,13 +35,20 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numr_web as nr  # noqa: E402
 
-SHAPES = {"gpt": (32, 4, 64, 32), "256": (8, 16, 256, 64), "1024": (8, 16, 1024, 64),
-          "2048": (8, 16, 2048, 64)}
+SHAPES = {"gpt": (32, 4, 64, 32), "nanogpt": (64, 6, 256, 64), "256": (8, 16, 256, 64),
+          "1024": (8, 16, 1024, 64), "2048": (8, 16, 2048, 64)}
+SWEEP_TILES = [(4, 4, 64), (4, 4, 32), (2, 4, 64), (8, 4, 32), (8, 4, 64), (4, 8, 32),
+               (4, 8, 64), (2, 8, 32), (4, 4, 128)]          # attention_tiled.cu (float32)
+SWEEP_TC_TILES = [(4, 64), (4, 32), (2, 64), (8, 64), (8, 32), (4, 128)]   # attention_mma.cu
 
 
 def _name(key):
     b, h, t, d = SHAPES[key]
-    return f"{'gpt' if key == 'gpt' else 'T=' + key} {b}x{h}x{t}x{d}"
+    return f"{key if not key.isdigit() else 'T=' + key} {b}x{h}x{t}x{d}"
+
+
+def _label(key, dtype):
+    return _name(key) + ("" if dtype == "float32" else f" {dtype}")
 
 
 def _flops(shape):
@@ -57,13 +69,13 @@ def _median_ms(fn, reps):
     return statistics.median(ts)
 
 
-def _data(shape):
+def _data(shape, dtype="float32"):
     r = np.random.default_rng(0)
-    return [r.normal(size=shape).astype(np.float32) for _ in range(4)]      # q, k, v, dout
+    return [r.normal(size=shape).astype(dtype) for _ in range(4)]      # q, k, v, dout
 
 
-def _calls(lib, make, shape, sdpa, grad, no_grad):
-    q, k, v, g = (make(a, i < 3) for i, a in enumerate(_data(shape)))
+def _calls(lib, make, shape, sdpa, grad, no_grad, dtype="float32"):
+    q, k, v, g = (make(a, i < 3) for i, a in enumerate(_data(shape, dtype)))
 
     def fwd():
         with no_grad():
@@ -94,25 +106,82 @@ def check(device, shape):
                for x, w in zip(got, want))
 
 
-def bench_numr(device, shape, reps, tile=None, checked=False):
+def bench_numr(device, shape, reps, tile=None, checked=False, dtype="float32"):
     if tile is not None:
         nr.get_backend(device).attn_tile = tile
     fwd, fwd_bwd = _calls(nr, lambda a, rg: nr.tensor(a, device=device, requires_grad=rg), shape,
-                          nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad)
+                          nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad, dtype)
     res = {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
-    if checked:
+    if checked and dtype == "float32":
         res["max_err"] = check(device, shape)
     return res
 
 
-def bench_torch(shape, reps):
+def bench_torch(shape, reps, dtype="float32"):
     import torch
     import torch.nn.functional as F
     torch.backends.cuda.matmul.allow_tf32 = False
     fwd, fwd_bwd = _calls(torch, lambda a, rg: torch.tensor(a, device="cuda", requires_grad=rg),
                           shape, F.scaled_dot_product_attention, torch.autograd.grad,
-                          torch.no_grad)
+                          torch.no_grad, dtype)
     return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
+
+
+def sweep(shapes, reps, dtype):
+    """The cuda backend's attention kernels alone, per tile shape: median ms of each kernel
+    (forward, dq, dk/dv), timed with CUDA events around its launch."""
+    import cupy as cp
+    from numr_web.backends.cuda import attention as A
+    be = nr.backends.get_backend("cuda")
+    att = A.Attention(be)
+    times, regs = {}, {}
+    launcher = att._tiled_fn
+
+    def timed(path, kernel, *args):                 # each launch between two events
+        fn, threads, rows, smem = launcher(path, kernel, *args)
+        f = getattr(fn, "kernel", fn)               # registers / local (spilled) bytes a thread
+        regs[kernel] = f"{getattr(f, 'num_regs', '?')}/{getattr(f, 'local_size_bytes', '?')}"
+
+        def run(*a, **kw):
+            ev = cp.cuda.Event(), cp.cuda.Event()
+            ev[0].record()
+            fn(*a, **kw)
+            ev[1].record()
+            times.setdefault(kernel, []).append(ev)
+        return run, threads, rows, smem
+    att._tiled_fn = timed
+    print(f"| shape ({dtype}, causal) | tile | forward ms | dq ms | dk, dv ms | backward ms "
+          "| registers / local bytes (fwd, dq, dkv) |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for name, shape in shapes.items():
+        r = np.random.default_rng(0)
+        q, k, v, g = (cp.asarray(r.normal(size=shape).astype(dtype)) for _ in range(4))
+        scale = shape[-1] ** -0.5
+        for tile in (SWEEP_TC_TILES if dtype == "float16" else SWEEP_TILES):
+            table = {kernel: {dm: tile for dm in A.TILED_DIMS} for kernel in A.KERNELS}
+            if dtype == "float16":
+                att.tc_tiles = table
+            else:
+                att.tiles = table
+            path = att._tiled(be._ct[q.dtype.char], shape[-1], shape[-2], shape[-2])
+            if path is None or path[0] != ("tc" if dtype == "float16" else "simt"):
+                print(f"| {name} | {tile} | (does not fit) | | | | |")
+                continue
+            if any(t != tile for t in path[2].values()):     # halved to fit the device
+                tile = path[2]
+            for _ in range(2):                       # compile, warm up
+                out, lse = att.forward(q, k, v, None, True, scale)
+                att.backward(g, q, k, v, out, lse, None, True, scale)
+            times.clear()
+            for _ in range(reps):
+                out, lse = att.forward(q, k, v, None, True, scale)
+                att.backward(g, q, k, v, out, lse, None, True, scale)
+            cp.cuda.get_current_stream().synchronize()
+            ms = {kn: statistics.median(cp.cuda.get_elapsed_time(*ev) for ev in evs)
+                  for kn, evs in times.items()}
+            print(f"| {name} | {tile} | {ms['fwd']:.3f} | {ms['dq']:.3f} | {ms['dkv']:.3f} "
+                  f"| {ms['dq'] + ms['dkv']:.3f} | {regs['fwd']}, {regs['dq']}, {regs['dkv']} |",
+                  flush=True)
 
 
 def auto_tiles(device, shape):
@@ -132,13 +201,20 @@ def main():
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
     p.add_argument("--tiles", default=None, help="webgpu: NUMR_WEBGPU_ATTN_TILE values, ;-separated")
     p.add_argument("--check", action="store_true", help="numr's errors against torch float64")
+    p.add_argument("--dtype", default="float32", help="float32, float16 or both: float32,float16")
+    p.add_argument("--sweep", action="store_true", help="time the cuda tile shapes (numr only)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
+    if a.sweep:
+        for dtype in a.dtype.split(","):
+            sweep({_name(k): SHAPES[k] for k in a.shapes.split(",")}, a.reps, dtype)
+        return
     res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "shapes": {}}
-    for key in a.shapes.split(","):
+    runs = [(key, dt) for key in a.shapes.split(",") for dt in a.dtype.split(",")]
+    for key, dtype in runs:
         shape = SHAPES[key]
-        row = res["shapes"][_name(key)] = {}
+        row = res["shapes"][_label(key, dtype)] = {}
         for dev in a.devices.split(","):
             tiles = a.tiles.split(";") if dev == "webgpu" and a.tiles else [None]
             if dev == "webgpu":
@@ -146,19 +222,19 @@ def main():
             for tile in tiles:
                 who = "numr_" + dev + (f"[{tile}]" if tile else "")
                 try:
-                    row[who] = bench_numr(dev, shape, a.reps, tile, a.check)
+                    row[who] = bench_numr(dev, shape, a.reps, tile, a.check, dtype)
                 except nr.NumrError as e:   # a tile that does not fit this device
                     row[who] = {"error": f"{type(e).__name__}: {e}"}
         try:
-            row["torch_cuda"] = bench_torch(shape, a.reps)
+            row["torch_cuda"] = bench_torch(shape, a.reps, dtype)
         except Exception as e:          # no torch / no CUDA: numr's figures alone
             row["torch_cuda"] = {"error": f"{type(e).__name__}: {e}"}
-        print(_name(key), json.dumps(row), flush=True)
+        print(_label(key, dtype), json.dumps(row), flush=True)
     print("| shape | who | forward ms | forward + backward ms | x torch (fwd / fwd+bwd) "
           "| TFLOP/s (fwd / fwd+bwd) | max err |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for key in a.shapes.split(","):
-        row = res["shapes"][_name(key)]
+    for key, dtype in runs:
+        row = res["shapes"][_label(key, dtype)]
         ff, fb = _flops(SHAPES[key])
         ref = row.get("torch_cuda", {})
         for who, r in row.items():
@@ -167,7 +243,7 @@ def main():
             ratio = (f"{r['fwd_ms'] / ref['fwd_ms']:.2f} / {r['fwd_bwd_ms'] / ref['fwd_bwd_ms']:.2f}"
                      if "fwd_ms" in ref else "")
             err = f"{r['max_err']:.2g}" if "max_err" in r else ""
-            print(f"| {_name(key)} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} | "
+            print(f"| {_label(key, dtype)} | {who} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {ratio} | "
                   f"{ff / r['fwd_ms'] / 1e9:.3g} / {fb / r['fwd_bwd_ms'] / 1e9:.3g} | {err} |")
     if a.json:
         with open(a.json, "w") as f:
