@@ -121,7 +121,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise DTypeError(f"batch_norm: {name} must be floating-point, got {t.dtype.name}")
         tensors.append(t)
     check_same_device(x, *tensors)
-    if not training and (running_mean is None or running_var is None):
+    if (running_mean is None) != (running_var is None):
+        raise ShapeError("batch_norm: running_mean and running_var must either both be None or "
+                         "neither be None")
+    if not training and running_mean is None:
         raise ShapeError("batch_norm: evaluation (training=False) needs running_mean and "
                          "running_var")
     if training:

@@ -35,6 +35,7 @@ from . import codegen as G
 from .attention import Attention
 from .blas import Blas, matrix_layout
 from .launch import BLOCK, Kernels
+from .cnn import CudaCNN
 from .nn import CudaNN
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
@@ -57,7 +58,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(CudaNN, ArrayBackend):
+class CudaBackend(CudaCNN, CudaNN, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -126,7 +127,8 @@ class CudaBackend(CudaNN, ArrayBackend):
                 "compute capability": f"{props['major']}.{props['minor']}",
                 "multiprocessors": props["multiProcessorCount"],
                 "tf32": "on" if self.tf32 else "off (NUMR_CUDA_TF32=1 to opt in)",
-                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why}
+                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why,
+                "conv": self.conv_info()}
 
     @property
     def tf32(self):

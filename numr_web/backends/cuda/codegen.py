@@ -20,7 +20,7 @@ from ...ops.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
 # appended to kernels.cu (they use its IO<S>)
-APPENDED_CU = tuple(Path(__file__).with_name(f) for f in ("attention.cu", "nn.cu"))
+APPENDED_CU = tuple(Path(__file__).with_name(f) for f in ("attention.cu", "nn.cu", "cnn.cu"))
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
