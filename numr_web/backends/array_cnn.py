@@ -45,8 +45,11 @@ class ArrayCNN(ComposedConv):
         return self._widen(x).reshape(x.shape[0], x.shape[1], _prod(x.shape[2:]))
 
     def _channel_sum(self, a):
-        """Per-channel sums of a (N, C, S), float64."""
+        """Per-channel sums of a (N, C, S), float64: pairwise along S, then over N."""
         return a.sum(axis=2).sum(axis=0, dtype=self.xp.float64)
+
+    def _channel_sums(self, a):
+        return self._asarray(self._channel_sum(self._widen(a)), a.dtype)
 
     def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
         """(y, s, mean, rstd, new running mean, new running var): s is what the activation's
@@ -163,18 +166,23 @@ class ArrayCNN(ComposedConv):
         xw = self._widen(x)
         xpad = self._pool_padded(xw, kernel, stride, padding, dilation, out_hw, -xp.inf)
         taps = self._pool_taps(x.shape, kernel, stride, padding, dilation, out_hw)
-        n, c = x.shape[:2]
-        best = xp.full((n, c) + tuple(out_hw), -xp.inf, dtype=xw.dtype)
-        first = xp.full(tuple(out_hw), -1, dtype=xp.int32)
-        for _, _, pos in taps:                  # the window's first element inside the input
-            first = xp.where(first < 0, pos, first)
-        idx = xp.broadcast_to(first, best.shape).copy()
-        for rs, cs, pos in taps:
-            v = xpad[:, :, rs, cs]
-            take = (v > best) | xp.isnan(v)
-            take &= (pos >= 0)
-            xp.copyto(best, v, where=take)
-            xp.copyto(idx, xp.broadcast_to(pos, idx.shape), where=take)
+        views = [xpad[:, :, rs, cs] for rs, cs, _ in taps]
+        best = views[0].copy()
+        for v in views[1:]:
+            xp.maximum(best, v, out=best)               # NaN wins, as in torch
+        padded = xpad is not xw
+        idx = xp.empty(best.shape, dtype=xp.int32)
+        # the first tap inside the input equal to the maximum (all -inf: the first inside):
+        # taps in reverse, the last assignment wins
+        for v, (_, _, pos) in zip(reversed(views), reversed(taps)):
+            hit = v == best
+            if padded:
+                hit &= pos >= 0
+            xp.copyto(idx, xp.broadcast_to(pos, idx.shape), where=hit)
+        nan = xp.isnan(best)
+        if nan.any():                                    # the last NaN of such windows
+            for v, (_, _, pos) in zip(views, taps):
+                xp.copyto(idx, xp.broadcast_to(pos, idx.shape), where=nan & xp.isnan(v))
         return self._asarray(best, x.dtype), idx
 
     def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):

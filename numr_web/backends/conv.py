@@ -33,6 +33,10 @@ class ComposedConv:
         y = self.activation(act, z, "fwd")
         return y, (y if ACT[act].saves == "y" else z)
 
+    def _channel_sums(self, a):
+        """a (N, C, L) summed over N and L."""
+        return self.reduce("sum", a, (0, 2), False)
+
     def conv2d(self, x, w, bias, stride, padding, dilation, act):
         """act(conv2d(x, w) + bias), NCHW, groups 1: (y, s), s what the activation's backward
         reads (y or the pre-activation z), None for "none"."""
@@ -55,7 +59,7 @@ class ComposedConv:
         ck, L = c * kh * kw, oh * ow
         dz = dy if act == "none" else self.act_backward(act, dy, s)[0]
         dz3 = self.reshape(dz, (n, o, L))
-        db = self.reduce("sum", dz3, (0, 2), False) if need_db else None
+        db = self._channel_sums(dz3) if need_db else None
         if not (need_dx or need_dw):
             return None, None, db
         dzt = self.reshape(self.contiguous(self.permute(dz3, (1, 0, 2))), (o, n * L))
