@@ -38,7 +38,7 @@ def timed(fn, device, reps):
     return (time.perf_counter() - t0) / reps * 1e3
 
 
-def numr_rows(device, cin, cout, hw, reps, batch):
+def numr_rows(device, cin, cout, hw, reps, batch, tiles=()):
     import numpy as np
     import numr_web as nr
     from numr_web.nn import functional as F
@@ -76,6 +76,20 @@ def numr_rows(device, cin, cout, hw, reps, batch):
     ]
     for name, fn in parts:
         rows.append((name, timed(fn, device, reps)))
+    if device == "webgpu":      # the GEMMs under each tile, and the forward's transposed form
+        old = be.gemm_tile
+        gemms = [("W @ cols", lambda: be.matmul(w2, cols)),
+                 ("cols^T @ W^T", lambda: be.matmul(be.permute(cols, (1, 0)),
+                                                    be.permute(w2, (1, 0)))),
+                 ("dW", lambda: be.matmul(dzt, be.permute(cols, (1, 0)))),
+                 ("dcols", lambda: be.matmul(be.permute(w2, (1, 0)), dzt))]
+        try:
+            for tile in tiles:
+                be.gemm_tile = tile
+                for name, fn in gemms:
+                    rows.append((f"  GEMM {name} [tile {tile}]", timed(fn, device, reps)))
+        finally:
+            be.gemm_tile = old
     rm, rv = nr.zeros(cout, device=device), nr.ones(cout, device=device)
     gamma = nr.ones(cout, device=device, requires_grad=True)
     xb = nr.tensor(r.normal(size=(batch, cout, hw, hw)).astype(np.float32), device=device,
@@ -136,19 +150,22 @@ def main(argv=None):
     p.add_argument("--layers", default="0,1,2,3", help="indices into the four conv layers")
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--tiles", default="64,v4,v4w",
+                   help="webgpu: also time the GEMMs with these NUMR_WEBGPU_GEMM_TILE values")
     a = p.parse_args(argv)
     for li in (int(i) for i in a.layers.split(",")):
         cin, cout, hw = LAYERS[li]
         print(f"\n## layer {li}: {a.batch}x{cin}x{hw}x{hw} -> {cout} channels, 3x3, padding 1")
         cols = {}
         for dev in a.devices.split(","):
-            cols[dev] = dict(numr_rows(dev, cin, cout, hw, a.reps, a.batch))
+            cols[dev] = dict(numr_rows(dev, cin, cout, hw, a.reps, a.batch,
+                                       [t for t in a.tiles.split(",") if t]))
         if "cuda" in a.devices.split(","):
             try:
                 cols["torch cuda"] = dict(torch_rows(cin, cout, hw, a.reps, a.batch))
             except Exception as e:            # no torch with CUDA here
                 print(f"(torch cuda: {type(e).__name__}: {e})")
-        names = list(next(iter(cols.values())))
+        names = list(dict.fromkeys(n for c in cols.values() for n in c))
         print("| part (ms) | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
         for n in names:

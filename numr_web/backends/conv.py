@@ -46,6 +46,7 @@ class ComposedConv:
         oh, ow = _out_hw(x.shape, (kh, kw), stride, padding, dilation)
         cols = self.im2col(x, (kh, kw), stride, padding, dilation, cn=True)  # (CK, N*L)
         zt = self.matmul(self.reshape(self.contiguous(w), (o, ck)), cols)     # (O, N*L)
+        del cols
         z = self.permute(self.reshape(zt, (o, n, oh * ow)), (1, 0, 2))       # (N, O, L) view
         y, s = self._channel_bias_act(z, bias, act)
         shape = (n, o, oh, ow)
@@ -67,6 +68,7 @@ class ComposedConv:
         if need_dw:
             cols = self.im2col(x, (kh, kw), stride, padding, dilation, cn=True)  # (CK, N*L)
             dw = self.reshape(self.matmul(dzt, self.permute(cols, (1, 0))), w.shape)
+            del cols                      # before dcols, as large, is made
         if need_dx:
             w2t = self.permute(self.reshape(self.contiguous(w), (o, ck)), (1, 0))
             dcols = self.matmul(w2t, dzt)                                     # (CK, N*L)
