@@ -70,7 +70,8 @@ def numr_rows(device, cin, cout, hw, reps, batch, tiles=()):
         ("  NCHW copy + bias", lambda: be._channel_bias_act(zv, b._data, "none")),
         ("  dz transpose", lambda: be.contiguous(be.permute(
             be.reshape(g._data, (batch, cout, hw * hw)), (1, 0, 2)))),
-        ("  GEMM dW = dz' cols'^T", lambda: be.matmul(dzt, be.permute(cols, (1, 0)))),
+        ("  GEMM dW^T = cols' dz'^T", lambda: be.matmul(cols, be.permute(dzt, (1, 0)))),
+        ("  (GEMM dW = dz' cols'^T)", lambda: be.matmul(dzt, be.permute(cols, (1, 0)))),
         ("  GEMM dcols = W^T dz'", lambda: be.matmul(be.permute(w2, (1, 0)), dzt)),
         ("  col2im", lambda: be.col2im(dcols, x.shape, *geo, cn=True)),
     ]
@@ -81,6 +82,7 @@ def numr_rows(device, cin, cout, hw, reps, batch, tiles=()):
         gemms = [("W @ cols", lambda: be.matmul(w2, cols)),
                  ("cols^T @ W^T", lambda: be.matmul(be.permute(cols, (1, 0)),
                                                     be.permute(w2, (1, 0)))),
+                 ("dW^T", lambda: be.matmul(cols, be.permute(dzt, (1, 0)))),
                  ("dW", lambda: be.matmul(dzt, be.permute(cols, (1, 0)))),
                  ("dcols", lambda: be.matmul(be.permute(w2, (1, 0)), dzt))]
         try:
