@@ -218,14 +218,14 @@ fn bn_finalize(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             gx[bn_k(4u, c)] = s1;
             continue;
         }
-        var mean = 0.0;
+        var mval = 0.0;
         var v = 0.0;
         if (TRAIN) {
             let m = s1 / cnt;
             v = max(s2 / cnt - m * m, 0.0);
-            mean = f32(x[mu(W_OFFSET_X) + bn_at(c, 0u)]) + m;
+            mval = f32(x[mu(W_OFFSET_X) + bn_at(c, 0u)]) + m;
         } else {
-            mean = f32(mean_in[mu(W_OFFSET_MEAN) + c]);
+            mval = f32(mean_in[mu(W_OFFSET_MEAN) + c]);
             v = f32(rstd_in[mu(W_OFFSET_RSTD) + c]);
         }
         let rs = 1.0 / sqrt(v + mf(W_EPS));
@@ -233,7 +233,7 @@ fn bn_finalize(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         if (HAS_B) { bias = f32(b[mu(W_OFFSET_B) + c]); }
         gx[bn_k(0u, c)] = rs * weight(c);
         gx[bn_k(1u, c)] = bias;
-        gx[bn_k(2u, c)] = mean;
+        gx[bn_k(2u, c)] = mval;
         gx[bn_k(3u, c)] = rs;
         gx[bn_k(4u, c)] = v;
     }
