@@ -142,8 +142,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     elif isinstance(momentum, (str, bytes)) or not hasattr(momentum, "__float__"):
         raise DTypeError(f"batch_norm: momentum must be a number or a 0-d tensor, got "
                          f"{momentum!r}")
-    args = [x] + [t.astype(x.dtype) if t.dtype is not x.dtype and i < 2 and t is not None else t
-                  for i, t in enumerate((weight, bias)) if t is not None]
+    args = [x] + [t.astype(x.dtype) for t in (weight, bias) if t is not None]   # (no-op casts)
     stats = [t for t in (running_mean, running_var) if t is not None]
     args += stats + ([momentum] if dev_m and training and stats else [])
     outs = apply(OPS["batch_norm"], *args, has_w=weight is not None, has_b=bias is not None,

@@ -191,3 +191,36 @@ def test_functional_argument_errors(device):
                      momentum=nr.ones(2, device=device))
     with pytest.raises(nr.DTypeError, match="momentum"):
         F.batch_norm(x, None, None, training=True, momentum="0.1")
+
+
+def test_captured_step_carries_the_running_statistics(device):
+    """nr.capture replays a conv + batch norm + max pool step: losses, weights and running
+    statistics as the eager step's (on cpu capture just calls the step)."""
+    r = np.random.default_rng(8)
+    x = nr.tensor(r.normal(size=(4, 2, 8, 8)).astype(np.float32), device=device)
+    y = nr.tensor(r.integers(0, 3, 4).astype(np.int32), device=device)
+    results = []
+    for capture in (False, True):
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, device=device, seed=0),
+                              nn.BatchNorm2d(4, device=device, activation="relu"),
+                              nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(4 * 16, 3, device=device, seed=1))
+        opt = nn.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            loss = nr.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = nr.capture(step) if capture else step
+        losses = [run(x, y).item() for _ in range(4)]
+        results.append((losses, model[1].running_mean.numpy(), model[1].running_var.numpy(),
+                        model[0].weight.numpy(), model[1].num_batches_tracked.item()))
+    (l0, m0, v0, w0, n0), (l1, m1, v1, w1, n1) = results
+    np.testing.assert_allclose(l1, l0, rtol=1e-6)
+    np.testing.assert_allclose(m1, m0, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(v1, v0, rtol=1e-6)
+    np.testing.assert_allclose(w1, w0, rtol=1e-6, atol=1e-7)
+    assert n0 == n1 == 4

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import struct
 
-from ...dtypes import float32
 from .codegen import act_code
 from .contract import NORM, WG
 
@@ -119,5 +118,3 @@ def backward(d, dy, x, sv, fwd_scratch, mean_at, rstd_at, weight, scratch, dx, a
     bufs["y"], w[L.OFFSET_Y] = _bind(d, dx)
     d.launch(_FILE, "bn_bwd_dx", x.dtype, {"ACT": code}, w, bufs, d.grid(x.size))
 
-
-__all__ = ["plan", "forward", "backward", "scratch_size", "coefficient", "BN_COEFS", "float32"]
