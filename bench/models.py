@@ -14,7 +14,8 @@ Models (the same shapes, initialisation scheme and optimizer in both libraries):
   digits_cnn the digits CNN of `numr-web demo --model cnn` (1x8x8 images), batch 32, AdamW
   cifar_cnn  a CIFAR-shaped conv net: batch 128 of 3x32x32, four 3x3 conv + BatchNorm + ReLU layers
              (32, 64, 128, 256 channels, a 2x2 max-pool after the last three), a Linear classifier;
-             SGD with momentum
+             SGD with momentum (numr writes BatchNorm + ReLU as BatchNorm2d(c, activation="relu"),
+             one fused op; --unfused: as torch, two modules)
 
 A step is forward + cross-entropy + backward + optimizer step, ended by reading the loss (numr) or
 a device synchronisation (torch); the figure is the median over --steps steps after warm-up.
@@ -50,7 +51,7 @@ def gpt_config(name):
     return GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384), 64
 
 
-def numr_model(name, device):
+def numr_model(name, device, fused=True):
     from numr_web import nn
     from numr_web.models import GPT
     from numr_web.models.cnn import DigitsCNN
@@ -61,8 +62,9 @@ def numr_model(name, device):
         return DigitsCNN(device=device, seed=0), 32, None
     layers, c_in = [], 3
     for i, c in enumerate((32, 64, 128, 256)):
-        layers += [nn.Conv2d(c_in, c, 3, padding=1, device=device, seed=i),
-                   nn.BatchNorm2d(c, device=device), nn.ReLU()]
+        layers += [nn.Conv2d(c_in, c, 3, padding=1, device=device, seed=i)]
+        layers += [nn.BatchNorm2d(c, device=device, activation="relu")] if fused else \
+            [nn.BatchNorm2d(c, device=device), nn.ReLU()]
         if i:
             layers.append(nn.MaxPool2d(2))
         c_in = c
@@ -187,10 +189,10 @@ def graph_pool_bytes():
     return sum(r.pool.total_bytes() for r in gc.get_objects() if isinstance(r, Recording))
 
 
-def bench_numr(name, device, steps, capture=False, profile=False, amp=None):
+def bench_numr(name, device, steps, capture=False, profile=False, amp=None, fused=True):
     import numr_web as nr
     from numr_web import nn
-    model, batch, cfg = numr_model(name, device)
+    model, batch, cfg = numr_model(name, device, fused)
     data = batch_data(name, batch, cfg)
     x = nr.tensor(data[0], dtype="int32" if cfg else "float32", device=device)
     if cfg is None:
@@ -324,6 +326,8 @@ def main(argv=None):
                    help="add mixed-precision rows: autocast + GradScaler in both libraries")
     p.add_argument("--amp-dtype", default="float16", choices=("float16",),
                    help="the autocast dtype of the --amp rows")
+    p.add_argument("--unfused", action="store_true",
+                   help="cifar_cnn: BatchNorm2d and ReLU as two modules (as torch's model)")
     p.add_argument("--json", default=None, help="write the rows to this file")
     p.add_argument("--plot", default=None, help="a bar chart of the ratios (PNG; needs matplotlib)")
     a = p.parse_args(argv)
@@ -357,7 +361,7 @@ def main(argv=None):
             for mode in modes:
                 amp = a.amp_dtype if mode == "amp" else None
                 (ms, best), peak, table = bench_numr(name, dev, a.steps, mode == "captured",
-                                                    a.profile, amp)
+                                                    a.profile, amp, not a.unfused)
                 r = amp_ref if mode == "amp" else ref
                 row = {"model": name, "device": dev, "mode": mode, "ms": ms, "best_ms": best,
                        "peak_bytes": peak, "torch_ms": r and r[0], "torch_peak_bytes": r and r[1]}

@@ -112,6 +112,9 @@ CASES = [
      lambda x: F.max_pool2d(x, 3, stride=2, padding=1), [R(1, 2, 7, 7)]),
     ("avg_pool2d", lambda x: nr.avg_pool2d(x, 2, padding=1), lambda x: F.avg_pool2d(x, 2, padding=1),
      [R(2, 3, 5, 4)]),
+    ("batch_norm", lambda x, w, b: nr.nn.functional.batch_norm(x, None, None, w, b, training=True),
+     lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+     [R(4, 3, 5), R(3), R(3)]),
 ]
 
 

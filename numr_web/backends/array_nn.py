@@ -1,10 +1,13 @@
 """The array-module (numpy / cupy) primitives behind the nn ops: gather / scatter_add, layer and
-RMS norm, attention, im2col / col2im. Written once against `self.xp`; float16 is computed in
-float32 and rounded once. A mixin of ArrayBackend (numr_web/backends/array_backend.py)."""
+RMS norm, attention, im2col / col2im; batch norm, max pooling and convolution are in
+array_cnn.py. Written once against `self.xp`; float16 is computed in float32 and rounded once.
+A mixin of ArrayBackend (numr_web/backends/array_backend.py)."""
 from __future__ import annotations
 
+from .array_cnn import ArrayCNN
 
-class ArrayNN:
+
+class ArrayNN(ArrayCNN):
     xp = None
 
     # -- indexing ----------------------------------------------------------------------------------
@@ -128,33 +131,54 @@ class ArrayNN:
     def _out_size(size, k, s, p, d):
         return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
-    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
+    def _padded(self, x, padding, fill):
+        (ph, pw) = padding
+        if ph == 0 and pw == 0:
+            return x
+        n, c, h, w = x.shape
+        xpad = self.xp.full((n, c, h + 2 * ph, w + 2 * pw), fill, dtype=x.dtype)
+        xpad[:, :, ph:ph + h, pw:pw + w] = x
+        return xpad
+
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):
         xp = self.xp
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         n, c, h, w = x.shape
         oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
-        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
-        xpad[:, :, ph:ph + h, pw:pw + w] = x
-        cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+        xpad = self._padded(x, padding, pad_value)
+        if cn:                      # (C*kh*kw, N*OH*OW): rows (c, i, j), columns (n, oh, ow)
+            cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+            src = xpad.transpose(1, 0, 2, 3)
+        else:
+            cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+            src = xpad
         for i in range(kh):
             for j in range(kw):
-                cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
-                                        j * dw:j * dw + sw * (ow - 1) + 1:sw]
-        return cols.reshape(n, c * kh * kw, oh * ow)
+                dst = cols[:, :, i, j] if not cn else cols[:, i, j]
+                dst[...] = src[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                               j * dw:j * dw + sw * (ow - 1) + 1:sw]
+        return cols.reshape(c * kh * kw, n * oh * ow) if cn else \
+            cols.reshape(n, c * kh * kw, oh * ow)
 
-    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
         xp = self.xp
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         n, c, h, w = x_shape
         oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
         acc = xp.float32 if cols.dtype == xp.float16 else cols.dtype
         out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
-        c6 = cols.reshape(n, c, kh, kw, oh, ow)
+        if cn:
+            c6, dst = cols.reshape(c, kh, kw, n, oh, ow), out.transpose(1, 0, 2, 3)
+        else:
+            c6, dst = cols.reshape(n, c, kh, kw, oh, ow), out
         for i in range(kh):
             for j in range(kw):
-                out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
-                    j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, :, i, j]
-        return out[:, :, ph:ph + h, pw:pw + w].astype(cols.dtype)
+                dst[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                    j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, i, j] if cn else c6[:, :, i, j]
+        if ph == 0 and pw == 0 and out.dtype == cols.dtype:
+            return out
+        return xp.ascontiguousarray(out[:, :, ph:ph + h, pw:pw + w]).astype(cols.dtype,
+                                                                              copy=False)
 
 
 def _prod(shape):

@@ -269,12 +269,37 @@ class Backend:
         (with t on the device the bias corrections are computed in float32 in the kernel)."""
         return None
 
-    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
-        """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold); padding reads
-        pad_value (0 for convolution, -inf for max pooling)."""
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):
+        """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold), or with cn
+        (C * kh * kw, N * OH * OW); padding reads pad_value (0 for convolution)."""
         raise NotImplementedError
-    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
         """The adjoint of im2col: columns summed back into an (N, C, H, W) tensor (torch's fold)."""
+        raise NotImplementedError
+    def conv2d(self, x, w, bias, stride, padding, dilation, act):
+        """act(conv2d(x, w) + bias), NCHW, groups 1 -> (y, s): s what the activation's backward
+        reads (y or the pre-activation, as ACT[act].saves says; None for "none")."""
+        raise NotImplementedError
+    def conv2d_backward(self, dy, x, w, s, act, stride, padding, dilation, need_dx, need_dw,
+                        need_db):
+        """(dx, dw, dbias), each None unless needed."""
+        raise NotImplementedError
+    def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
+        """x (N, C, ...) -> (y, s, mean, rstd, new running mean, new running var): per-channel
+        statistics over all dims but 1 (training: the batch's, biased variance; else the
+        running ones), y = act((x - mean) * rstd * weight + bias), s as conv2d's; the running
+        statistics updated (momentum a number or a 0-d handle; unbiased variance) when training
+        with them given, else None."""
+        raise NotImplementedError
+    def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
+        """(dx, dweight or None, dbias or None), from batch_norm's saved mean, rstd and s."""
+        raise NotImplementedError
+    def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
+        """(y, index): each window's maximum and the flat index h * W + w of the element taken
+        (int32; torch's choice: the first maximum, the last NaN)."""
+        raise NotImplementedError
+    def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):
+        """dx: each element's gradient, the sum of dy over the windows whose index it is."""
         raise NotImplementedError
 
     # -- shapes and copies -------------------------------------------------------------------------

@@ -1,21 +1,25 @@
-"""2-D convolution and pooling, NCHW, through im2col: the convolution becomes one GEMM of the
-columns with the weight, and runs through the SAME fused layer as matmul_bias_activation (the
-bias + activation epilogue, the one-pass fused activation backward); the columns' gradient is
-col2im (torch's fold, conv_transpose2d's data movement). Pooling reduces the columns' windows;
-max pooling routes the gradient to the first maximum of each window, as torch does."""
+"""2-D convolution and pooling, NCHW. A convolution (groups 1) is one op each way: the backend's
+conv2d primitive (cuDNN on cuda where available; elsewhere im2col + GEMMs arranged so that the
+result is NCHW without a transpose, backends/conv.py) with the bias and activation fused, and
+conv2d_backward (the activation's backward, then dx, dW, dbias). Grouped convolutions compose
+im2col, a batched matmul and col2im (torch's fold) as ops. Max pooling is one op each way (the
+forward keeps each window's argmax, the backward writes each input element's gradient from it);
+average pooling reduces im2col's windows."""
 from __future__ import annotations
 
 from .. import shapes as sh
 from ..amp.autocast_mode import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import full, tensor
+from ..dtypes import int32
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .common import check_same_device
-from .elementwise import activation as _activation
+from .elementwise import act_backward, activation as _activation
+from ..gradmode import is_create_graph
 from .indexing import gather
 from .padding import pad_dim
-from .linalg import matmul, matmul_bias_activation
+from .linalg import matmul
 from .shape_ops import concat
 from .activations import get_act
 from .registry import OPS, register
@@ -65,6 +69,49 @@ def _im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
                  dilation=dilation, pad_value=float(pad_value))
 
 
+def _conv_forward(be, x, w, *bias, kernel, stride, padding, dilation, act):
+    y, s = be.conv2d(x, w, bias[0] if bias else None, stride, padding, dilation, act)
+    return y, {"s": s}
+
+
+def _conv_vjp(n, g):
+    x, w = n.args[0], n.args[1]
+    bias = n.args[2] if len(n.args) == 3 else None
+    a = n.attrs
+    if is_create_graph():
+        dx, dw, db = _composed_conv_grads(n, g, x, w, bias)
+    else:
+        be = g._backend
+        hs = be.conv2d_backward(g._data, x._data, w._data, n.saved_handle("s"), a["act"],
+                                a["stride"], a["padding"], a["dilation"], x.requires_grad,
+                                w.requires_grad, bias is not None and bias.requires_grad)
+        dx, dw, db = (None if h is None else g._wrap(h, g.dtype, g.device, be) for h in hs)
+    return (dx, dw) + (() if bias is None else (db,))
+
+
+def _composed_conv_grads(n, g, x, w, bias):
+    """The gradients from differentiable ops (create_graph): im2col, GEMMs, col2im."""
+    a = n.attrs
+    geo = {k: a[k] for k in ("kernel", "stride", "padding", "dilation")}
+    o = w.shape[0]
+    cols = _im2col(x, **geo)                                       # (N, CK, L)
+    w2 = w.reshape(o, cols.shape[1])
+    dz = g
+    if a["act"] != "none":
+        z = matmul(w2, cols).reshape(g.shape)
+        z = z if bias is None else z + bias.reshape(1, o, 1, 1)
+        y = _activation(z, a["act"])
+        saves_y = get_act(a["act"]).saves == "y"
+        dz = act_backward(g, y if saves_y else z, a["act"], y=None if saves_y else y)
+    dz3 = dz.reshape(g.shape[0], o, g.shape[2] * g.shape[3])
+    dw = matmul(dz3, cols.mT).sum(0).reshape(w.shape)
+    dx = apply(OPS["col2im"], matmul(w2.mT, dz3), x_shape=x.shape, **geo)
+    return dx, dw, (None if bias is None else dz.sum((0, 2, 3)))
+
+
+register("conv2d", _conv_forward, _conv_vjp, backward_name="ConvolutionBackward")
+
+
 def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, padding=0,
                            dilation=1, groups=1, padding_mode="zeros"):
     """act(conv2d(x, weight) + bias) with the fused GEMM epilogue and backward.
@@ -103,11 +150,15 @@ def conv2d_bias_activation(x, weight, bias=None, activation="none", stride=1, pa
                          f"{c // max(groups, 1)}")
     if bias is not None and bias.shape != (o,):
         raise ShapeError(f"conv2d: bias must have shape ({o},), got {bias.shape}")
+    if bias is not None and bias.dtype is not x.dtype:
+        raise DTypeError(f"conv2d: bias must have the input's dtype {x.dtype.name}, got "
+                         f"{bias.dtype.name}")
+    if groups == 1:
+        return apply(OPS["conv2d"], *((x, weight) if bias is None else (x, weight, bias)),
+                     kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                     act=act.name)
     cols = _im2col(x, kernel, stride, padding, dilation)           # (N, C*kh*kw, L)
     ck = weight.shape[1] * kernel[0] * kernel[1]
-    if groups == 1:
-        y = matmul_bias_activation(cols.mT, weight.reshape(o, ck).mT, bias, act.name)  # (N, L, O)
-        return y.mT.reshape(n, o, oh, ow)
     g = groups                                                      # (N, G, L, CK/G) @ (G, CK/G, O/G)
     y = matmul(cols.reshape(n, g, ck, oh * ow).mT, weight.reshape(g, o // g, ck).mT)
     y = y.permute(0, 1, 3, 2).reshape(n, o, oh, ow)
@@ -196,26 +247,67 @@ def _pool(x, kernel_size, stride, padding, dilation, ceil_mode, what, pad_value)
             (kernel, stride, padding, dilation))
 
 
+def _maxpool_forward(be, x, kernel, stride, padding, dilation, out_hw):
+    y, index = be.max_pool2d(x, kernel, stride, padding, dilation, out_hw)
+    return (y, index), {"index": index}
+
+
+def _maxpool_vjp(n, g):
+    g = g[0]
+    if g is None:
+        return (None,)
+    x = n.args[0]
+    be = x._backend
+    index = Tensor._wrap(n.saved_handle("index"), int32, x.device, be)
+    return (apply(OPS["max_pool2d_backward"], g, index, x_shape=x.shape,
+                  **{k: n.attrs[k] for k in ("kernel", "stride", "padding", "dilation")}),)
+
+
+def _maxpool_backward_vjp(n, g):
+    """The backward is linear in dy: its adjoint reads each window's gradient at the saved
+    index (a gather)."""
+    index = n.args[1]
+    flat = g.reshape(g.shape[0], g.shape[1], -1)
+    return (gather(flat, 2, index.reshape(index.shape[0], index.shape[1], -1))
+            .reshape(index.shape), None)
+
+
+register("max_pool2d", _maxpool_forward, _maxpool_vjp, backward_name="MaxPool2DWithIndicesBackward")
+register("max_pool2d_backward",
+         lambda be, g, index, x_shape, kernel, stride, padding, dilation:
+         (be.max_pool2d_backward(g, index, x_shape, kernel, stride, padding, dilation), None),
+         _maxpool_backward_vjp, vjp_reads_saved=False)
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """torch.nn.functional.max_pool2d; the gradient goes to the first maximum of each window.
-    return_indices: also the flat index (h * W + w) of that maximum in its input plane
-    (int32)."""
-    windows, shape, (kernel, stride, padding, dilation) = _pool(
-        x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d", float("-inf"))
-    first = windows.argmax(dim=2, keepdim=True)                  # torch: the first maximum
-    out = gather(windows, 2, first).reshape(shape)
-    if not return_indices:
-        return out
-    oh, ow = shape[2:]
-    rows = [[i * stride[0] - padding[0]] * ow for i in range(oh)]
-    cols = [[j * stride[1] - padding[1] for j in range(ow)] for _ in range(oh)]
-    W = x.shape[3]
-    base = tensor([[r * W + c for r, c in zip(rr, cc)] for rr, cc in zip(rows, cols)],
-                  dtype="int32", device=x.device).reshape(1, 1, oh * ow)
-    f = first.reshape(shape[0], shape[1], oh * ow)
-    idx = base + (f // kernel[1]) * (dilation[0] * W) + (f % kernel[1]) * dilation[1]
-    return out, idx.reshape(shape)
+    """torch.nn.functional.max_pool2d, one op each way: the forward keeps each window's argmax
+    (torch's: the first maximum, the last NaN), the backward writes every input element's
+    gradient from it (no scatter). return_indices: also that argmax as the flat index
+    h * W + w in its input plane (int32)."""
+    if not isinstance(x, Tensor) or x.ndim != 4:
+        raise ShapeError(f"max_pool2d expects an (N, C, H, W) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel_size
+    kernel, stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ShapeError(f"max_pool2d: kernel, stride and dilation must be positive and padding "
+                         f"non-negative; got {kernel}, {stride}, {dilation}, {padding}")
+    if any(p * 2 > k for p, k in zip(padding, kernel)):
+        raise ShapeError(f"max_pool2d: padding {padding} must be at most half the kernel "
+                         f"{kernel}")
+    out = tuple(_pool_size(x.shape[2 + i], kernel[i], stride[i], padding[i], dilation[i],
+                           ceil_mode) for i in range(2))
+    if min(out) < 1:
+        raise ShapeError(f"max_pool2d: the input {x.shape[2:]} (padded by {padding}) is smaller "
+                         f"than the kernel {kernel} (dilation {dilation})")
+    if not x.dtype.is_floating:
+        raise DTypeError(f"max_pool2d needs a floating-point input, got {x.dtype.name}")
+    y, index = apply(OPS["max_pool2d"], x, kernel=kernel, stride=stride, padding=padding,
+                     dilation=dilation, out_hw=out)
+    return (y, index) if return_indices else y
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,

@@ -179,3 +179,72 @@ def test_pad_errors(device):
         F.pad(x, (1, 1), mode="wrap")
     with pytest.raises(nr.ShapeError, match="at least 2 dims"):
         F.pad(nr.ones(3, device=device), (1, 1), mode="reflect")
+
+
+# -- the fused convolution and max-pool ops --------------------------------------------------------------
+_ACTS = {"relu": torch.relu, "gelu": TF.gelu, "tanh": torch.tanh, "none": lambda v: v}
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "tanh"])
+@pytest.mark.parametrize("geo", [dict(stride=1, padding=1), dict(stride=2, padding=(1, 0)),
+                                 dict(stride=(1, 2), padding=2, dilation=2)])
+def test_conv2d_activation_geometry(device, act, geo):
+    r = np.random.default_rng(8)
+    x, w, b = r.normal(size=(2, 3, 7, 6)), r.normal(size=(5, 3, 3, 2)), r.normal(size=5)
+    _both(device, lambda a, c, d: nr.conv2d_bias_activation(a, c, d, act, **geo),
+          lambda a, c, d: _ACTS[act](TF.conv2d(a, c, d, **geo)), [x, w, b], grad=(0, 1, 2),
+          rtol=1e-5, atol=1e-5)
+    # no bias; the weight's gradient only (the input is data)
+    _both(device, lambda a, c: nr.conv2d_bias_activation(a, c, None, act, **geo),
+          lambda a, c: _ACTS[act](TF.conv2d(a, c, None, **geo)), [x, w], grad=(1,),
+          rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_second_derivatives(device):
+    r = np.random.default_rng(9)
+    x, w, b = r.normal(size=(2, 2, 5, 5)), r.normal(size=(3, 2, 3, 3)), r.normal(size=3)
+    ours = [nr.tensor(v.astype(np.float32), device=device, requires_grad=True) for v in (x, w, b)]
+    refs = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
+    y = nr.conv2d_bias_activation(*ours, "gelu", padding=1)
+    gx, gw = nr.grad((y * y).sum(), ours[:2], create_graph=True)
+    ((gx * gx).sum() + (gw * gw).sum()).backward()
+    yt = TF.gelu(TF.conv2d(*refs, padding=1))
+    gxt, gwt = torch.autograd.grad((yt * yt).sum(), refs[:2], create_graph=True)
+    ((gxt * gxt).sum() + (gwt * gwt).sum()).backward()
+    np.testing.assert_allclose(gx.numpy(), gxt.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for o, t in zip(ours, refs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_max_pool_nan_inf_and_ties(device):
+    """torch's choice: the first maximum in window order, the last NaN, the window's first
+    element inside the input when all are -inf; the gradient goes there."""
+    x = np.array([[[[1, 3, 3, 0, 2, 2],
+                    [3, 0, np.nan, 1, 2, 2],
+                    [-np.inf, -np.inf, 5, np.nan, 0, 1],
+                    [-np.inf, -np.inf, 4, np.nan, 2, 1]]]], np.float32)
+    for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+               dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 0))):
+        out, idx = F.max_pool2d(nr.tensor(x, device=device), return_indices=True, **kw)
+        t_out, t_idx = TF.max_pool2d(torch.tensor(x), return_indices=True, **kw)
+        np.testing.assert_array_equal(out.numpy(), t_out.numpy())
+        assert idx.tolist() == t_idx.tolist(), kw
+        xs = nr.tensor(x, device=device, requires_grad=True)
+        F.max_pool2d(xs, **kw).sum().backward()
+        xt = torch.tensor(x, requires_grad=True)
+        TF.max_pool2d(xt, **kw).sum().backward()
+        np.testing.assert_array_equal(xs.grad.numpy(), xt.grad.numpy())
+
+
+def test_max_pool_second_derivative(device):
+    x = (np.random.default_rng(10).permutation(2 * 2 * 6 * 6).reshape(2, 2, 6, 6) / 7.0)
+    xs = nr.tensor(x.astype(np.float32), device=device, requires_grad=True)
+    y = F.max_pool2d(xs, 3, stride=2, padding=1)
+    g, = nr.grad((y * y * y).sum(), [xs], create_graph=True)
+    (g * g).sum().backward()
+    xt = torch.tensor(x, requires_grad=True)
+    yt = TF.max_pool2d(xt, 3, stride=2, padding=1)
+    gt, = torch.autograd.grad((yt * yt * yt).sum(), [xt], create_graph=True)
+    (gt * gt).sum().backward()
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-5)

@@ -36,6 +36,7 @@ from . import codegen as G
 from .attention import Attention
 from .blas import Blas, CudaGemm, matrix_layout
 from .launch import BLOCK, Kernels
+from .cnn import CudaCNN
 from .nn import CudaNN
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
@@ -58,7 +59,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
+class CudaBackend(CudaCNN, CudaGemm, CudaNN, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -127,7 +128,8 @@ class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
                 "compute capability": f"{props['major']}.{props['minor']}",
                 "multiprocessors": props["multiProcessorCount"],
                 "tf32": "on" if self.tf32 else "off (NUMR_CUDA_TF32=1 to opt in)",
-                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why}
+                "step capture": "CUDA graphs (nr.capture)", "gemm": self._blas_why,
+                "conv": self.conv_info()}
 
     @property
     def tf32(self):
@@ -457,15 +459,6 @@ class CudaBackend(CudaGemm, CudaNN, ArrayBackend):
             return dz.copy()
         acc = self.xp.float32 if dz.dtype == self._half else dz.dtype
         return _as_rows(dz).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)
-
-    # -- attention (the composed form of array_nn where the fused kernels do not reach) ----------------
-    def attention(self, q, k, v, mask, causal, scale):
-        return (self._attention.forward(q, k, v, mask, causal, scale)
-                or super().attention(q, k, v, mask, causal, scale))
-
-    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
-        return (self._attention.backward(do, q, k, v, out, lse, mask, causal, scale)
-                or super().attention_backward(do, q, k, v, out, lse, mask, causal, scale))
 
     # -- indexing ------------------------------------------------------------------------------------
     def scatter_add(self, shape, axis, index, src):

@@ -23,7 +23,7 @@ KERNELS_CU = Path(__file__).with_name("kernels.cu")
 # AttMask, the tensor-core one the tiled one's helpers)
 ATTENTION_SOURCES = tuple(Path(__file__).with_name(f) for f in (
     "attention.cu", "attention_tiled.cu", "attention_mma.cu"))
-APPENDED_CU = ATTENTION_SOURCES + (Path(__file__).with_name("nn.cu"),)
+APPENDED_CU = ATTENTION_SOURCES + tuple(Path(__file__).with_name(f) for f in ("nn.cu", "cnn.cu"))
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)

@@ -39,6 +39,15 @@ class CudaNN:
         rows = prod(x.shape[:x.ndim - k])
         return ct, n, rows
 
+    # -- attention (attention.py's kernels; the composed form of array_nn where they do not reach)
+    def attention(self, q, k, v, mask, causal, scale):
+        return (self._attention.forward(q, k, v, mask, causal, scale)
+                or super().attention(q, k, v, mask, causal, scale))
+
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        return (self._attention.backward(do, q, k, v, out, lse, mask, causal, scale)
+                or super().attention_backward(do, q, k, v, out, lse, mask, causal, scale))
+
     # -- layer / RMS norm ------------------------------------------------------------------------
     def layer_norm(self, x, weight, bias, k, eps, rms):
         ct, n, rows = self._norm_plan(x, k)

@@ -1,19 +1,23 @@
-"""The webgpu primitives behind the nn ops (gather / scatter_add, layer and RMS norm, attention,
-im2col / col2im), composed from their launchers (launch_index, launch_norm, launch_attention,
-launch_conv) and the backend's own primitives (copies, casts, reductions). A mixin of
-WebGPUBackend (backend.py); semantics are those of the numpy reference (array_nn.py)."""
+"""The webgpu primitives behind the nn ops (gather / scatter_add, layer, RMS and batch norm,
+attention, im2col / col2im, max pooling; convolution is ComposedConv's on these), composed from
+their launchers (launch_index, launch_norm, launch_batchnorm, launch_attention, launch_conv) and
+the backend's own primitives (copies, casts, reductions). A mixin of WebGPUBackend (backend.py);
+semantics are those of the numpy reference (array_nn.py, array_cnn.py)."""
 from __future__ import annotations
 
 from ...dtypes import bool_, float16, float32, int32
+from ...ops.activations import ACT
+from ..conv import ComposedConv
 from . import launch_attention as attn
+from . import launch_batchnorm as bn
 from . import launch_conv as conv
 from . import launch_index as idx
 from . import launch_norm as norm
 from . import launch_optim as optim
-from .views import prod
+from .views import GPUArray, prod
 
 
-class NNPrimitives:
+class NNPrimitives(ComposedConv):
 
     @property
     def cpu_adapter(self):
@@ -184,17 +188,89 @@ class NNPrimitives:
         return tuple(self.reshape(g, t.shape) for g, t in zip(grads, (q, k, v)))
 
     # -- convolution -------------------------------------------------------------------------------
-    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):
         n, c, h, w = x.shape
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         oh, ow = conv.out_size(h, kh, sh, ph, dh), conv.out_size(w, kw, sw, pw, dw)
-        out = self.d.alloc((n, c * kh * kw, oh * ow), x.dtype)
-        return conv.im2col(self.d, self.contiguous(x), out, kernel, stride, padding, dilation,
-                           pad_value)
+        shape = (c * kh * kw, n * oh * ow) if cn else (n, c * kh * kw, oh * ow)
+        return conv.im2col(self.d, self.contiguous(x), self.d.alloc(shape, x.dtype), kernel,
+                           stride, padding, dilation, pad_value, cn)
 
-    def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
         out = self.d.alloc(tuple(x_shape), cols.dtype)
-        return conv.col2im(self.d, self.contiguous(cols), out, kernel, stride, padding, dilation)
+        return conv.col2im(self.d, self.contiguous(cols), out, kernel, stride, padding, dilation,
+                           cn)
+
+    def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
+        shape = tuple(x.shape[:2]) + tuple(out_hw)
+        y, idx = self.d.alloc(shape, x.dtype), self.d.alloc(shape, int32)
+        conv.max_pool(self.d, self.contiguous(x), y, idx, kernel, stride, padding, dilation)
+        return y, idx
+
+    def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):
+        dx = self.d.alloc(tuple(x_shape), dy.dtype)
+        return conv.max_pool_backward(self.d, self.contiguous(dy), self.contiguous(index), dx,
+                                      kernel, stride, padding, dilation)
+
+    # -- batch norm --------------------------------------------------------------------------------
+    def _bn_plan(self, x):
+        c = x.shape[1]
+        count = x.size // c if c else 0
+        return count, bn.plan(max(count, 1), c, self.loop_budget, self.cpu_adapter)
+
+    def _bn_coef(self, scratch, k, c, chunks):
+        return GPUArray(scratch.storage, (c,), float32, None,
+                        bn.coefficient(scratch, k, c, chunks), True)
+
+    def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
+        c = x.shape[1]
+        count, (lanes, chunk, chunks) = self._bn_plan(x)
+        scratch = self.d.alloc((bn.scratch_size(c, chunks),), float32)
+        y = self.d.alloc(x.shape, x.dtype)
+        z = self.d.alloc(x.shape, x.dtype) if act != "none" and ACT[act].saves == "z" else None
+        if x.size:
+            ops = [None if t is None else self.contiguous(self.astype(t, x.dtype))
+                   for t in (weight, bias) + ((None, None) if training else
+                                              (running_mean, running_var))]
+            bn.forward(self.d, self.contiguous(x), *ops, scratch, y, z, eps, training, act,
+                       lanes, chunk, chunks)
+        mean, rstd, var = (self._bn_coef(scratch, k, c, chunks) for k in (2, 3, 4))
+        s = None if act == "none" else (y if ACT[act].saves == "y" else z)
+        new = [None, None]
+        if training and count:
+            unbiased = self.binary("mul", var, count / max(count - 1, 1))
+            for i, (old, stat) in enumerate(((running_mean, mean), (running_var, unbiased))):
+                if old is not None:
+                    new[i] = self._running(old, stat, momentum)
+        return y, s, mean, rstd, new[0], new[1]
+
+    def _running(self, old, stat, m):
+        """old * (1 - m) + stat * m in old's dtype; m a number or a 0-d handle."""
+        stat = self.astype(stat, old.dtype)
+        keep = 1.0 - m if isinstance(m, (int, float)) else \
+            self.binary("sub", 1.0, self.astype(m, old.dtype))
+        m = m if isinstance(m, (int, float)) else self.astype(m, old.dtype)
+        return self.binary("add", self.binary("mul", old, keep), self.binary("mul", stat, m))
+
+    def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
+        c = x.shape[1]
+        count, (lanes, chunk, chunks) = self._bn_plan(x)
+        dx = self.d.alloc(x.shape, dy.dtype)
+        scratch = self.d.alloc((bn.scratch_size(c, chunks),), float32)
+        if x.size:
+            lo, hi = min(mean.offset, rstd.offset), max(mean.offset, rstd.offset) + c
+            fwd = GPUArray(mean.storage, (hi - lo,), float32, None, lo, True)
+            w = None if weight is None else self.contiguous(weight)
+            bn.backward(self.d, self.contiguous(dy), self.contiguous(x),
+                        None if s is None else self.contiguous(s), fwd, mean.offset,
+                        rstd.offset, w, scratch, dx, act, training, lanes, chunk, chunks)
+        elif need_dw or need_db:
+            self._copy(self.full((2 * c,), 0.0, float32),
+                       out=GPUArray(scratch.storage, (2 * c,), float32, None,
+                                    bn.coefficient(scratch, 3, c, chunks), True))
+        wdt = dy.dtype if weight is None else weight.dtype
+        grad = lambda k: self.astype(self._bn_coef(scratch, k, c, chunks), wdt)  # noqa: E731
+        return dx, grad(3) if need_dw else None, grad(4) if need_db else None
 
 
 def _swap_last(ndim):

@@ -332,6 +332,10 @@ NORM = KernelFile(
         ("OFFSET_RSTD", "element offset of the rstd"),
         ("OFFSET_DY", "element offset of dy"),
         ("OFFSET_GX", "element offset of gx (dy * xhat, for the weight gradient)"),
+        ("BN_NB", "batch norm: the batch"), ("BN_C", "batch norm: channels"),
+        ("BN_S", "batch norm: elements per channel and sample"), ("OFFSET_SV", "offset of sv"),
+        ("BN_CHUNK", "batch norm: elements per chunk"), ("BN_CHUNKS", "chunks per channel"),
+        ("OFFSET_Z", "batch norm: element offset of zo"),
     ], arrays=[]),
     slots=[
         ("x", "read", "array<S>", "x, rows of N (dense)"),
@@ -343,15 +347,24 @@ NORM = KernelFile(
         ("mean_in", "read", "array<S>", "backward: the forward's mean (not RMS)"),
         ("rstd_in", "read", "array<S>", "backward: the forward's rstd"),
         ("dy", "read", "array<S>", "backward: the output gradient (dense)"),
-        ("gx", "read_write", "array<f32>", "backward: dy * xhat (HAS_W), summed over rows after"),
+        ("gx", "read_write", "array<f32>", "backward: dy * xhat (HAS_W), summed over rows after; "
+                                           "batch norm: partial sums, then coefficients"),
+        ("sv", "read", "array<S>", "batch norm backward: what act's backward reads (y or z)"),
+        ("zo", "read_write", "array<S>", "batch norm: z = the pre-activation (WRITE_Z)"),
+        ("coef", "read", "array<f32>", "batch norm backward: the forward's gx (mean, rstd)"),
     ],
     entries={"layer_norm": ("x", "y", "w", "b", "mean", "rstd"),
-             "layer_norm_bwd": ("x", "y", "w", "mean_in", "rstd_in", "dy", "gx")},
+             "layer_norm_bwd": ("x", "y", "w", "mean_in", "rstd_in", "dy", "gx"),
+             "bn_stats": ("x", "gx", "dy", "sv", "coef"), "bn_apply": ("x", "gx", "y", "zo"),
+             "bn_finalize": ("x", "gx", "w", "b", "mean_in", "rstd_in", "coef"),
+             "bn_bwd_dx": ("x", "gx", "y", "dy", "sv", "coef")},
     overrides=[
         ("RMS", "bool", "false", "RMSNorm: no mean"),
         ("HAS_W", "bool", "false", "a weight"),
         ("HAS_B", "bool", "false", "a bias"),
         ("LANES", "u32", "256u", "invocations per row: 1, 32 or WG (launch_norm.lanes)"),
+        ("ACT", "u32", "0u", "batch norm: the activation (ACT_*)"), ("WRITE_Z", "bool", "false", ""),
+        ("TRAIN", "bool", "false", "batch statistics"), ("BWD", "bool", "false", "the backward"),
     ],
 )
 
@@ -369,13 +382,16 @@ CONV = KernelFile(
         ("PAD", "im2col: the value read in the padding (f32 bits)"),
         ("OFFSET_IN", "element offset of the input"),
         ("OFFSET_OUT", "element offset of the output"),
+        ("OFFSET_IDX", "max pooling: element offset of idx"),
     ], arrays=[]),
     slots=[
-        ("out", "read_write", "array<S>", "im2col: (N, C*KH*KW, OH*OW); col2im: (N, C, H, W)"),
-        ("a", "read", "array<S>", "im2col: x (N, C, H, W); col2im: the columns (dense)"),
+        ("out", "read_write", "array<S>", "im2col: the columns; col2im: (N, C, H, W); maxpool: y"),
+        ("a", "read", "array<S>", "im2col, maxpool: x; col2im: the columns; maxpool_bwd: dy"),
+        ("idx", "read_write", "array<i32>", "max pooling: the argmax (h * W + w), like y"),
     ],
-    entries={"im2col": ("out", "a"), "col2im": ("out", "a")},
-    overrides=[],
+    entries={"im2col": ("out", "a"), "col2im": ("out", "a"), "maxpool": ("out", "a", "idx"),
+             "maxpool_bwd": ("out", "a", "idx")},
+    overrides=[("CN", "bool", "false", "columns laid out (C*KH*KW, N*OH*OW)")],
 )
 
 # -- attention.wgsl --------------------------------------------------------------------------------------------

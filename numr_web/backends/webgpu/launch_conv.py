@@ -1,5 +1,7 @@
 """Launcher of shaders/conv.wgsl: im2col (torch's unfold) and col2im (its adjoint, torch's fold,
-as a gather over the columns that read each input pixel: deterministic). Inputs are dense."""
+as a gather over the columns that read each input pixel: deterministic), columns (N, C*kh*kw, L)
+or with cn (C*kh*kw, N*L); max pooling forward (value and argmax) and backward (a gather from the
+argmax). Inputs are dense."""
 from __future__ import annotations
 
 import struct
@@ -25,23 +27,40 @@ def _words(x_shape, kernel, stride, padding, dilation):
     return w
 
 
-def _run(d, entry, inp, out, w):
+def _run(d, entry, inp, out, w, cn=False, idx=None):
     if out.size == 0:
         return out
     w[L.N] = out.size
     ibuf, w[L.OFFSET_IN] = d.bind(inp, inp.offset, inp.span())
     obuf, w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
-    d.launch(_FILE, entry, inp.dtype, {}, w, {"a": ibuf, "out": obuf}, d.grid(out.size))
+    bufs = {"a": ibuf, "out": obuf}
+    if idx is not None:
+        bufs["idx"], w[L.OFFSET_IDX] = d.bind(idx, idx.offset, idx.span())
+    d.launch(_FILE, entry, inp.dtype, {"CN": int(cn)} if cn else {}, w, bufs, d.grid(out.size))
     return out
 
 
-def im2col(d, x, out, kernel, stride, padding, dilation, pad_value):
-    """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW)."""
+def im2col(d, x, out, kernel, stride, padding, dilation, pad_value, cn=False):
+    """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn."""
     w = _words(x.shape, kernel, stride, padding, dilation)
     w[L.PAD] = struct.unpack("<I", struct.pack("<f", float(pad_value)))[0]
-    return _run(d, "im2col", x, out, w)
+    return _run(d, "im2col", x, out, w, cn)
 
 
-def col2im(d, cols, out, kernel, stride, padding, dilation):
-    """cols dense (N, C*kh*kw, OH*OW) -> out dense (N, C, H, W)."""
-    return _run(d, "col2im", cols, out, _words(out.shape, kernel, stride, padding, dilation))
+def col2im(d, cols, out, kernel, stride, padding, dilation, cn=False):
+    """cols dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn -> out dense (N, C, H, W)."""
+    return _run(d, "col2im", cols, out, _words(out.shape, kernel, stride, padding, dilation), cn)
+
+
+def max_pool(d, x, out, idx, kernel, stride, padding, dilation):
+    """x dense (N, C, H, W) -> out (N, C, OH, OW) and idx (int32, like out), dense."""
+    w = _words(x.shape, kernel, stride, padding, dilation)
+    w[L.OH], w[L.OW] = out.shape[2:]            # ceil_mode: the caller's output size
+    return _run(d, "maxpool", x, out, w, idx=idx)
+
+
+def max_pool_backward(d, dy, idx, out, kernel, stride, padding, dilation):
+    """dy, idx dense (N, C, OH, OW) -> out dense (N, C, H, W)."""
+    w = _words(out.shape, kernel, stride, padding, dilation)
+    w[L.OH], w[L.OW] = dy.shape[2:]
+    return _run(d, "maxpool_bwd", dy, out, w, idx=idx)
