@@ -125,14 +125,17 @@ def _snapshot(be):
     one (a copy of its items): the slots a step may re-point."""
     tensors, dicts, own = [], [], set()
     objects = gc.get_objects()
+    # type(o), not isinstance(o, ...): isinstance reads o.__class__, and some objects of other
+    # libraries warn on any attribute access (torch.distributed.reduce_op: a FutureWarning)
     for o in objects:
-        if isinstance(o, Tensor) and o._backend is be:
+        cls = type(o)
+        if issubclass(cls, Tensor) and o._backend is be:
             tensors.append((o, o._data, o._grad))
             own.add(id(o.__dict__))          # a tensor's own attributes: tracked above
-        elif isinstance(o, (_Graph, Captured)):
+        elif issubclass(cls, (_Graph, Captured)):
             own.add(id(o.__dict__))          # capture's own bookkeeping is not the step's state
     for o in objects:
-        if type(o) is dict or (isinstance(o, dict) and id(o) not in own):
+        if type(o) is dict or (issubclass(type(o), dict) and id(o) not in own):
             if id(o) in own:
                 continue
             try:
