@@ -134,3 +134,35 @@ def test_edge_inputs_behave_like_pytorch():
 def test_missing_cuda_says_why():
     with pytest.raises(nr.BackendUnavailableError, match="device 'cuda' is not available here"):
         nr.zeros(2, device="cuda")
+
+
+@pytest.mark.parametrize("device,msg", [
+    ("gpu", "ambiguous: say 'cuda'.*or 'webgpu'"), ("GPU:0", "ambiguous"),
+    ("cpu:1", "one cpu device.*index 1 does not exist"),
+    ("webgpu:1", "one webgpu device.*index 1 does not exist"),
+    ("cpu:", "whole number"), ("cpu:-1", "whole number"), ("cpu:x", "whole number"),
+])
+def test_device_strings_that_name_no_device_here_are_refused(device, msg):
+    """'gpu' could mean cuda or webgpu (an NVIDIA user means cuda): refused, naming both; an
+    index that does not exist is refused rather than ignored; nothing reaches a device."""
+    for make in (lambda: nr.zeros(2, device=device), lambda: nr.ones(2).to(device),
+                 lambda: nr.nn.Linear(2, 3, device=device)):
+        with pytest.raises(nr.DeviceError, match=msg):
+            make()
+
+
+def test_index_zero_is_the_device_as_in_torch():
+    assert nr.zeros(2, device="cpu:0").device == "cpu"
+    assert nr.ones(2).to("CPU:0").device == "cpu"
+    if "webgpu" in nr.available_devices():
+        assert nr.zeros(2, device="webgpu:0").device == "webgpu"
+
+
+@pytest.mark.skipif("cuda" not in nr.available_devices(), reason="no CUDA GPU here")
+def test_cuda_index_is_the_current_gpu():
+    import cupy
+    current = cupy.cuda.runtime.getDevice()
+    assert nr.zeros(2, device=f"cuda:{current}").device == "cuda"
+    other = cupy.cuda.runtime.getDeviceCount()      # an index no GPU has
+    with pytest.raises(nr.DeviceError, match=f"current GPU, 'cuda:{current}'"):
+        nr.zeros(2, device=f"cuda:{other}")
