@@ -166,3 +166,18 @@ def test_cuda_index_is_the_current_gpu():
     other = cupy.cuda.runtime.getDeviceCount()      # an index no GPU has
     with pytest.raises(nr.DeviceError, match=f"current GPU, 'cuda:{current}'"):
         nr.zeros(2, device=f"cuda:{other}")
+
+
+def test_linear_shape_error_names_the_module_and_the_shapes_given():
+    """Not the fused op it runs (matmul_bias_activation) nor the transposed weight (4, 3)."""
+    m = nr.nn.Linear(4, 3, activation="gelu")
+    for x, got in ((nr.ones((2, 5)), "5"), (nr.ones(5), "5"), (nr.ones((2, 6, 7)), "7")):
+        with pytest.raises(nr.ShapeError) as e:
+            m(x)
+        msg = str(e.value)
+        assert msg.startswith("Linear(in_features=4, out_features=3, bias=True, "
+                              "activation='gelu')"), msg
+        assert f"input of shape {x.shape}" in msg and f"in_features = 4, got {got}" in msg, msg
+        assert "matmul_bias_activation" not in msg and "(4, 3)" not in msg, msg
+    with pytest.raises(nr.ShapeError, match=r"weight of shape \(3, 4\) \(out_features, in_feat"):
+        nr.nn.functional.linear(nr.ones((2, 5)), nr.ones((3, 4)))
