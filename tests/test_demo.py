@@ -102,8 +102,8 @@ def test_cli_cnn_demo_smoke_and_checkpoint(tmp_path):
         acc = (model(x_test).argmax(axis=1).numpy() == y_test.numpy()).mean()
     assert f"{acc * 100:.2f}" == m.group(1)
     # the exit-status gate
-    assert _cli("--model", "cnn", "--epochs", "1", "--plot", "", "--min-accuracy",
-                "1.01").returncode == 1
+    out = _cli("--model", "cnn", "--epochs", "1", "--plot", "", "--min-accuracy", "100%")
+    assert out.returncode == 1 and "is below --min-accuracy 100%" in out.stderr, out.stderr
 
 
 GPT_TINY = ("--model", "gpt", "--steps", "6", "--n-layer", "1", "--n-head", "2", "--n-embd", "16",
@@ -148,7 +148,11 @@ def test_cli_gpt_gates_and_bad_arguments(tmp_path):
     out = _cli(*GPT_TINY, "--sample-chars", "0", "--plot", "", "--checkpoint", "",
                "--max-val-loss", "0.5", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
-    assert out.stdout.strip().splitlines()[-1].startswith("val loss ")
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("val loss ")
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"numr-web demo: validation loss {last.split()[-1]} is above --max-val-loss 0.5: exit "
+        f"status 1")
     assert list(tmp_path.iterdir()) == []                 # '' turned the files off
     for bad, words in ((("--steps", "0"), "steps must be"),
                        (("--n-embd", "30", "--n-head", "4"), "multiple of n_head"),
