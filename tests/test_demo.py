@@ -231,3 +231,17 @@ def test_cli_mlp_checkpoint_activation_and_bad_output_folder(tmp_path):
         out = _cli("--epochs", "1", opt, str(tmp_path / "missing" / "x.out"), cwd=tmp_path)
         assert out.returncode == 2 and out.stdout == "", out.stdout
         assert "does not exist" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_demos_default_outputs_are_ignored_by_git():
+    """`numr-web demo` run in a checkout must not leave untracked files behind for git status."""
+    import shutil
+    from numr_web.demo_run import MODEL_DEFAULTS
+    if shutil.which("git") is None or not (Path(ROOT) / ".git").exists():
+        pytest.skip("not a git checkout")
+    outputs = sorted({v for d in MODEL_DEFAULTS.values() for k, v in d.items()
+                      if k in ("plot", "checkpoint") and v} | {"model.safetensors"})
+    assert "gpt.safetensors" in outputs
+    for name in outputs:
+        r = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT)
+        assert r.returncode == 0, f"{name} is not in .gitignore"
