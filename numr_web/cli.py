@@ -21,6 +21,7 @@ def cmd_info(args):
                     print(f"            {k}: {v}")
             except Exception as e:  # info must never crash the listing
                 print(f"            (info failed: {type(e).__name__}: {e})")
+    print(f"  browser app (numr-web serve): {serve.describe_app()}")
     return 0
 
 

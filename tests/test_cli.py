@@ -145,3 +145,41 @@ def test_min_accuracy_as_a_percentage_and_a_miss_says_what_was_reached():
         f"numr-web demo: test accuracy {reached} is below --min-accuracy 100%: exit status 1")
     r = cli("demo", "--epochs", "1", "--hidden", "8", "--plot", "", "--min-accuracy", "5%")
     assert r.returncode == 0 and "below" not in r.stderr, r.stderr
+
+
+def test_serve_in_a_checkout_without_the_build_package_says_how_to_get_it(tmp_path, monkeypatch):
+    import importlib.util
+    from numr_web import serve
+    monkeypatch.setattr(serve, "_node_problem", lambda: None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "build" else real(name, *a))
+    with pytest.raises(serve.ServeError) as e:
+        serve.build(tmp_path)
+    assert "pip install build" in str(e.value) and "'.[demo]'" in str(e.value)
+
+
+def test_demo_extra_brings_what_serve_needs_in_a_checkout():
+    """README: pip install ".[demo]" then numr-web serve in the checkout (Node aside)."""
+    import tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("demo", "web"):
+        assert any(r.split(">")[0].split("=")[0].strip() == "build" for r in extras[extra]), extra
+
+
+def test_info_says_where_the_browser_app_would_come_from(tmp_path, monkeypatch):
+    """A wheel built from a checkout without web/dist has no app, and pip does not show the build
+    hook's notice: `numr-web info` says so, as does serve."""
+    from numr_web import serve
+    monkeypatch.setattr(serve, "PACKAGED_APP", tmp_path / "no-app")
+    monkeypatch.setattr(serve, "find_checkout", lambda: None)
+    assert serve.describe_app().startswith("not in this installation (its wheel was built from a "
+                                           "checkout without web/dist)")
+    root = tmp_path / "checkout"
+    (root / "web").mkdir(parents=True)
+    monkeypatch.setattr(serve, "find_checkout", lambda: root)
+    msg = serve.describe_app()
+    assert msg.startswith(f"not built: numr-web serve builds {root / 'web' / 'dist'} first") and \
+        "`build` package" in msg, msg
+    r = cli("info")
+    assert r.returncode == 0 and "browser app (numr-web serve): " in r.stdout, r.stdout
