@@ -64,9 +64,9 @@ def cmd_demo(args):
         cpu_threads(read_env().local_world_size)  # before numpy loads: one share of the cores each
         from .distributed.demo import cli_demo
         return cli_demo(args)
+    from .demo_run import MODEL_THREADS
+    cpu_threads(max_threads=MODEL_THREADS.get(args.model))   # before numpy loads
     if args.model != "mlp":
-        from .demo_run import MODEL_THREADS
-        cpu_threads(max_threads=MODEL_THREADS.get(args.model))
         from . import backends
         from .demo_run import run_cnn, run_gpt
         device = backends.normalize_device(args.device)

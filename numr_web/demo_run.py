@@ -26,10 +26,11 @@ def apply_defaults(args):
             setattr(args, k, v)
 
 
-# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the CNN's and the GPT's
-# GEMMs (at most 2048 x 512) are small, and a second OpenBLAS thread that spins between them
-# costs more than it gives once other work shares the cores (docs/benchmarks.md)
-MODEL_THREADS = {"cnn": 1, "gpt": 1}
+# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the demos' GEMMs (the
+# MLP's 64 x 128, at most 2048 x 512 in the GPT) are small, and a second OpenBLAS thread that spins
+# between them costs more than it gives once other work shares the cores: the MLP demo took 9x
+# the CPU time with two (docs/benchmarks.md)
+MODEL_THREADS = {"mlp": 1, "cnn": 1, "gpt": 1}
 
 
 def cpu_threads(local_processes=1, env=None, max_threads=None):

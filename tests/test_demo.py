@@ -245,3 +245,18 @@ def test_the_demos_default_outputs_are_ignored_by_git():
     for name in outputs:
         r = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT)
         assert r.returncode == 0, f"{name} is not in .gitignore"
+
+
+def test_every_demo_sets_its_blas_threads_before_numpy_loads():
+    """A second OpenBLAS thread spinning between small GEMMs cost the MLP demo 9x its CPU time on
+    a shared 2-core machine: each model has its thread count (the user's variables win)."""
+    from numr_web.demo_run import MODEL_DEFAULTS, MODEL_THREADS
+    assert set(MODEL_THREADS) == set(MODEL_DEFAULTS)
+    code = ("import os, sys; from numr_web import cli; before = 'numpy' in sys.modules; "
+            "cli.main(['demo', '--plot', '', '--epochs', '1', '--hidden', '8']); "
+            "import threadpoolctl; print(before, os.environ.get('OPENBLAS_NUM_THREADS'), "
+            "{i['num_threads'] for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas'})")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["PYTHONPATH"] = ROOT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip().splitlines()[-1] == "False 1 {1}", (out.stdout, out.stderr)
