@@ -14,7 +14,7 @@ import time
 MODEL_DEFAULTS = {          # option -> value per model, for options left unset on the command line
     "mlp": {"epochs": 20, "batch_size": 64, "lr": 3e-3, "plot": "loss_curve.png"},
     "cnn": {"epochs": 15, "batch_size": 32, "lr": 2e-3, "plot": "cnn_loss_curve.png"},
-    "gpt": {"epochs": None, "batch_size": 32, "lr": 3e-3, "plot": "gpt_loss_curve.png",
+    "gpt": {"epochs": None, "batch_size": 32, "lr": 6e-3, "plot": "gpt_loss_curve.png",
             "checkpoint": "gpt.safetensors"},
 }
 
@@ -230,8 +230,8 @@ def add_arguments(d):
                    help="mlp (default): the digits MLP; cnn: a small CNN on the digits; gpt: a "
                         "character-level GPT on Python's standard-library sources")
     g = d.add_argument_group("gpt options")
-    g.add_argument("--steps", type=int, default=500, help="optimizer steps (default %(default)s)")
-    g.add_argument("--n-layer", type=int, default=4, help="transformer blocks (default %(default)s)")
+    g.add_argument("--steps", type=int, default=400, help="optimizer steps (default %(default)s)")
+    g.add_argument("--n-layer", type=int, default=2, help="transformer blocks (default %(default)s)")
     g.add_argument("--n-head", type=int, default=4,
                    help="attention heads per block (default %(default)s; must divide --n-embd)")
     g.add_argument("--n-embd", type=int, default=128,
