@@ -189,6 +189,7 @@ def _serve(code, work, env):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)          # pip installs and the three demos, on a busy 2-core machine
 @pytest.mark.parametrize("line,mark,code", [b[:1] + b[2:] for b in _blocks("bash")],
                          ids=[f"README.md:{b[0]}" for b in _blocks("bash")])
 def test_shell_block_runs_as_printed(sandbox, line, mark, code):
@@ -204,7 +205,7 @@ def test_shell_block_runs_as_printed(sandbox, line, mark, code):
         # Open MPI refuses root without these (README: "as root, add --allow-run-as-root")
         env = {**env, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     r = subprocess.run(["bash", "-e", "-c", code], cwd=work, env=env, capture_output=True,
-                       text=True, stdin=subprocess.DEVNULL, timeout=1800)
+                       text=True, stdin=subprocess.DEVNULL, timeout=3000)
     assert r.returncode == 0, f"README.md:{line} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     promised = _results("\n".join(c for c in code.splitlines() if c.lstrip().startswith("#")))
     got = _results(r.stdout)
