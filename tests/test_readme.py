@@ -1,6 +1,6 @@
 """Every code block of README.md runs as printed, in order, as a newcomer would run it.
 
-  * python blocks: in one Python session, one after the other (each may use what the ones before
+  * python blocks: in one interpreter, one after the other (each may use what the ones before
     it defined), in a scratch folder;
   * bash blocks: in a copy of this checkout (the files git tracks or would track) with a new
     virtual environment on PATH, one after the other (`pip install ".[demo]"` really installs);
@@ -61,7 +61,7 @@ def test_readme_using_it_example_runs(capsys):
     assert capsys.readouterr().out.strip() == "(32, 10) MatmulBiasActivationBackward"
 
 
-def test_python_blocks_run_in_order_in_one_session(tmp_path, monkeypatch, capsys):
+def test_python_blocks_run_in_order_in_one_interpreter(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__main__"}
     printed = []
