@@ -31,8 +31,10 @@ class AppBuildHook(BuildHookInterface):
             return                      # an editable install serves the checkout's web/dist
         dist = Path(self.root) / "web" / "dist"
         if not all((dist / f).is_file() for f in REQUIRED):
+            # (pip shows a build's output only with -v: `numr-web info` tells the user too)
             print("numr-web build: web/dist is not built, so this package has no browser app "
-                  "(run scripts/build-web.sh first to ship it)", file=sys.stderr)
+                  "(run scripts/build-web.sh first to ship it; in a checkout, numr-web serve "
+                  "builds it)", file=sys.stderr)
             return
         dest = "numr_web/web" if self.target_name == "wheel" else "web/dist"
         build_data["force_include"][str(dist)] = dest

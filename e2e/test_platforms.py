@@ -219,6 +219,8 @@ def test_app_from_a_wheel_in_a_fresh_venv(page, tmp_path, web_dist):
     subprocess.run(args + [str(ROOT)], check=True, capture_output=True, cwd=ROOT)
     wheel = next(wheels.glob("numr_web-*.whl"))
     size_mb = wheel.stat().st_size / 2**20
+    stated = re.search(r"It is about (\d+) MB", (ROOT / "README.md").read_text().replace("\n", " "))
+    assert stated and abs(size_mb - int(stated.group(1))) < 1.5, (size_mb, "README's wheel size")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     vpy = env_dir / "bin" / "python"

@@ -125,14 +125,16 @@ def _snapshot(be):
     one (a copy of its items): the slots a step may re-point."""
     tensors, dicts, own = [], [], set()
     objects = gc.get_objects()
+    # type(o), not isinstance(o, ...): isinstance reads o.__class__, and some objects of other
+    # libraries warn on any attribute access (torch.distributed.reduce_op: a FutureWarning)
     for o in objects:
-        if isinstance(o, Tensor) and o._backend is be:
+        if _is(o, Tensor) and o._backend is be:
             tensors.append((o, o._data, o._grad))
             own.add(id(o.__dict__))          # a tensor's own attributes: tracked above
-        elif isinstance(o, (_Graph, Captured)):
+        elif _is(o, (_Graph, Captured)):
             own.add(id(o.__dict__))          # capture's own bookkeeping is not the step's state
     for o in objects:
-        if type(o) is dict or (isinstance(o, dict) and id(o) not in own):
+        if type(o) is dict or (_is(o, dict) and id(o) not in own):
             if id(o) in own:
                 continue
             try:
@@ -143,26 +145,32 @@ def _snapshot(be):
     return tensors, dicts
 
 
+# The state's values are any objects (a module's globals among them): tested by type(v), never by
+# isinstance, which reads v.__class__ (see _snapshot)
+def _is(v, cls):
+    return issubclass(type(v), cls)
+
+
 def _holds_tensor(v, be):
-    if isinstance(v, Tensor):
+    if _is(v, Tensor):
         return v._backend is be
-    if isinstance(v, (list, tuple)):
-        return any(isinstance(x, Tensor) and x._backend is be for x in v)
+    if _is(v, (list, tuple)):
+        return any(_is(x, Tensor) and x._backend is be for x in v)
     return False
 
 
 def _scalar(v):
-    if isinstance(v, (bool, int, float, complex, str, type(None))):
+    if _is(v, (bool, int, float, complex, str, type(None))):
         return True
-    return isinstance(v, tuple) and all(_scalar(x) for x in v)
+    return _is(v, tuple) and all(_scalar(x) for x in v)
 
 
 def _same_value(a, b):
     if a is b:
         return True
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
+    if _is(a, Tensor) or _is(b, Tensor):
         return False
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+    if _is(a, (list, tuple)) and _is(b, (list, tuple)):
         return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
     try:
         return bool(a == b)
@@ -259,9 +267,9 @@ class _Graph:
         for d, items in dicts:
             for k, v0 in items.items():
                 v = d.get(k, _MISSING)
-                if isinstance(v0, Tensor):
+                if _is(v0, Tensor):
                     if v is not v0:
-                        if not isinstance(v, Tensor):
+                        if not _is(v, Tensor):
                             return f"the step removes the state {k!r}"
                         pair(v0._data, v._data, f"the state {k!r}")
                 elif _scalar(v0) and not _same_value(v, v0):
@@ -284,7 +292,7 @@ class _Graph:
                 t._grad = grad0
         for d, items in dicts:
             for k, v in items.items():
-                if d.get(k, _MISSING) is not v and (grads or isinstance(v, Tensor)):
+                if d.get(k, _MISSING) is not v and (grads or _is(v, Tensor)):
                     d[k] = v
             if grads:                        # a failed recording: its new keys go too
                 for k in [k for k in d if k not in items]:

@@ -21,6 +21,7 @@ def cmd_info(args):
                     print(f"            {k}: {v}")
             except Exception as e:  # info must never crash the listing
                 print(f"            (info failed: {type(e).__name__}: {e})")
+    print(f"  browser app (numr-web serve): {serve.describe_app()}")
     return 0
 
 
@@ -63,9 +64,9 @@ def cmd_demo(args):
         cpu_threads(read_env().local_world_size)  # before numpy loads: one share of the cores each
         from .distributed.demo import cli_demo
         return cli_demo(args)
+    from .demo_run import MODEL_THREADS
+    cpu_threads(max_threads=MODEL_THREADS.get(args.model))   # before numpy loads
     if args.model != "mlp":
-        from .demo_run import MODEL_THREADS
-        cpu_threads(max_threads=MODEL_THREADS.get(args.model))
         from . import backends
         from .demo_run import run_cnn, run_gpt
         device = backends.normalize_device(args.device)
@@ -113,7 +114,7 @@ def cmd_demo(args):
     if args.plot:
         _plot(args.plot, res.history, acc, device)
     print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
-    return 0 if acc >= args.min_accuracy else 1
+    return demo_run.accuracy_gate(acc, args.min_accuracy)
 
 
 def cmd_bench(args):
@@ -155,32 +156,53 @@ def cmd_shaders(args):
     return 0
 
 
+def _per_model(option):
+    """'mlp 20, cnn 15' : an option's default per model (demo_run.MODEL_DEFAULTS)."""
+    return ", ".join(f"{m} {v[option]:g}" for m, v in demo_run.MODEL_DEFAULTS.items()
+                     if v.get(option) is not None)
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="numr-web", description=__doc__)
     p.add_argument("--version", action="version", version=f"numr-web {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="list devices and their details")
+    from .ops.activations import ACT
+    ACTIVATIONS = [n for n in ACT if n != "none"]
     d = sub.add_parser("demo", help="train a model (the digits MLP, a digits CNN or a character "
                                     "GPT) and print its test accuracy or validation loss")
-    d.add_argument("--device", default=None, help="cpu (default), webgpu or cuda")
-    d.add_argument("--epochs", type=int, default=None, help="mlp 20, cnn 15")
-    d.add_argument("--hidden", type=int, default=128)
-    d.add_argument("--batch-size", type=int, default=None, help="mlp 64, cnn 32, gpt 32")
-    d.add_argument("--lr", type=float, default=None, help="mlp 3e-3, cnn 2e-3, gpt 3e-3")
-    d.add_argument("--activation", default="gelu")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--device", default=None,
+                   help="cpu (default, or $NUMR_DEVICE), webgpu or cuda")
+    d.add_argument("--epochs", type=int, default=None,
+                   help=f"training epochs ({_per_model('epochs')}; the gpt counts --steps)")
+    d.add_argument("--hidden", type=int, default=128,
+                   help="width of the hidden layers (mlp: 64-H-H-10; cnn: the fused Linear "
+                        "after the convolutions; default %(default)s)")
+    d.add_argument("--batch-size", type=int, default=None,
+                   help=f"examples (gpt: windows) per step ({_per_model('batch_size')})")
+    d.add_argument("--lr", type=float, default=None,
+                   help=f"learning rate ({_per_model('lr')})")
+    d.add_argument("--activation", default="gelu", metavar="NAME",
+                   help="the MLP's fused activation, a row of the activation table: "
+                        f"{', '.join(ACTIVATIONS)} (default gelu)")
+    d.add_argument("--seed", type=int, default=0,
+                   help="seed of the initial weights, the data split / batch order and the "
+                        "sample (default %(default)s; runs with one seed repeat)")
     d.add_argument("--plot", default=None, help="loss-curve PNG ('' for none; default "
                                                 "loss_curve.png, cnn_ or gpt_loss_curve.png)")
-    d.add_argument("--min-accuracy", type=float, default=0.0,
-                   help="exit with status 1 below this test accuracy (0..1)")
+    d.add_argument("--min-accuracy", type=demo_run.accuracy_arg, default=0.0, metavar="A",
+                   help="exit with status 1 (saying so) below this test accuracy: a fraction "
+                        "(0.95) or a percentage (95%%)")
     demo_run.add_arguments(d)
     b = sub.add_parser("bench", help="run bench/linear.py from the source checkout; the arguments "
                                      "after `bench` go to it (its options: numr-web bench -- --help)")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="arguments of bench/linear.py (after --)")
     sh = sub.add_parser("shaders", help="print the kernel code generated from the activation and op "
                                         "tables (WGSL headers and dispatch, or the CUDA source)")
     sh.add_argument("--dump", action="store_true", help="print the generated code (the default)")
-    sh.add_argument("--language", choices=("wgsl", "cuda"), default="wgsl")
+    sh.add_argument("--language", choices=("wgsl", "cuda"), default="wgsl",
+                    help="wgsl (default): the WebGPU kernels; cuda: the CUDA source")
     sh.add_argument("--kernel", default=None, help="one WGSL kernel file (default: all)")
     serve.add_arguments(sub.add_parser("serve", help="serve the web app on 127.0.0.1 (offline)"))
     return p

@@ -108,8 +108,8 @@ def val_loss(corpus, batch_size, block_size, n_batches, seed=0):
     return evaluate
 
 
-def prepare_gpt(device=None, steps=500, batch_size=32, block_size=64, n_layer=4, n_head=4,
-                n_embd=128, lr=3e-3, min_lr=3e-4, warmup_steps=None, weight_decay=0.1,
+def prepare_gpt(device=None, steps=400, batch_size=32, block_size=64, n_layer=2, n_head=4,
+                n_embd=128, lr=6e-3, min_lr=6e-4, warmup_steps=None, weight_decay=0.1,
                 grad_clip=1.0, dropout=0.0, eval_interval=50, eval_batches=8, seed=0, text=None,
                 dtype=None):
     """-> (fit keyword arguments, info) for training the character GPT for `steps` optimizer

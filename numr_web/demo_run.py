@@ -5,14 +5,16 @@ line: `final test accuracy: XX.XX%` (cnn) or `val loss X.XXX` (gpt). Returns the
 1 when a --min-accuracy / --max-val-loss gate is missed, else 0."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 
 MODEL_DEFAULTS = {          # option -> value per model, for options left unset on the command line
     "mlp": {"epochs": 20, "batch_size": 64, "lr": 3e-3, "plot": "loss_curve.png"},
     "cnn": {"epochs": 15, "batch_size": 32, "lr": 2e-3, "plot": "cnn_loss_curve.png"},
-    "gpt": {"epochs": None, "batch_size": 32, "lr": 3e-3, "plot": "gpt_loss_curve.png",
+    "gpt": {"epochs": None, "batch_size": 32, "lr": 6e-3, "plot": "gpt_loss_curve.png",
             "checkpoint": "gpt.safetensors"},
 }
 
@@ -24,10 +26,11 @@ def apply_defaults(args):
             setattr(args, k, v)
 
 
-# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the CNN's and the GPT's
-# GEMMs (at most 2048 x 512) are small, and a second OpenBLAS thread that spins between them
-# costs more than it gives once other work shares the cores (docs/benchmarks.md)
-MODEL_THREADS = {"cnn": 1, "gpt": 1}
+# BLAS threads per model (OPENBLAS_NUM_THREADS etc. set by the user win): the demos' GEMMs (the
+# MLP's 64 x 128, at most 2048 x 512 in the GPT) are small, and a second OpenBLAS thread that spins
+# between them costs more than it gives once other work shares the cores: the MLP demo took 9x
+# the CPU time with two (docs/benchmarks.md)
+MODEL_THREADS = {"mlp": 1, "cnn": 1, "gpt": 1}
 
 
 def cpu_threads(local_processes=1, env=None, max_threads=None):
@@ -44,6 +47,45 @@ def cpu_threads(local_processes=1, env=None, max_threads=None):
     n = str(min(n, max_threads) if max_threads else n)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, n)
+
+
+def accuracy_arg(text):
+    """--min-accuracy: a fraction (0.95) or a percentage with % (95%); a bare number above 1 is
+    refused (95 would be a gate no run can pass)."""
+    t = text.strip()
+    pct = t.endswith("%")
+    try:
+        v = float(t[:-1] if pct else t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give a fraction (0.95) or "
+                                         f"a percentage with % (95%)") from None
+    if not pct and v > 1:
+        raise argparse.ArgumentTypeError(f"{text} is above 1: the accuracy is a fraction (0.95) "
+                                         f"or a percentage with % (95%)")
+    v = v / 100 if pct else v
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not an accuracy: give a fraction from 0 to "
+                                         f"1 (0.95) or a percentage from 0% to 100% (95%)")
+    return v
+
+
+def accuracy_gate(acc, wanted):
+    """The exit status of a run that reached test accuracy `acc` against --min-accuracy: 1, with
+    a line on stderr saying both, when it falls short."""
+    if acc >= wanted:
+        return 0
+    print(f"numr-web demo: test accuracy {acc * 100:.2f}% is below --min-accuracy "
+          f"{wanted * 100:g}%: exit status 1", file=sys.stderr)
+    return 1
+
+
+def val_loss_gate(val, wanted):
+    """The same for the GPT's validation loss against --max-val-loss."""
+    if wanted is None or val <= wanted:
+        return 0
+    print(f"numr-web demo: validation loss {val:.3f} is above --max-val-loss {wanted:g}: exit "
+          f"status 1", file=sys.stderr)
+    return 1
 
 
 def _progress(total, unit):
@@ -115,7 +157,7 @@ def run_cnn(args, device):
         save_plot(args.plot, {"training loss": (xs, res.history)}, "epoch", "training loss",
                   f"numr_web digits CNN on {device} (test acc {acc * 100:.2f}%)")
     print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
-    return 0 if acc >= args.min_accuracy else 1
+    return accuracy_gate(acc, args.min_accuracy)
 
 
 def run_gpt(args, device):
@@ -179,7 +221,7 @@ def run_gpt(args, device):
         print(text)
         print("---")
     print(f"val loss {val:.3f}")
-    return 0 if args.max_val_loss is None or val <= args.max_val_loss else 1
+    return val_loss_gate(val, args.max_val_loss)
 
 
 def add_arguments(d):
@@ -188,19 +230,24 @@ def add_arguments(d):
                    help="mlp (default): the digits MLP; cnn: a small CNN on the digits; gpt: a "
                         "character-level GPT on Python's standard-library sources")
     g = d.add_argument_group("gpt options")
-    g.add_argument("--steps", type=int, default=500, help="optimizer steps (default 500)")
-    g.add_argument("--n-layer", type=int, default=4)
-    g.add_argument("--n-head", type=int, default=4)
-    g.add_argument("--n-embd", type=int, default=128)
-    g.add_argument("--block-size", type=int, default=64, help="context length in characters")
+    g.add_argument("--steps", type=int, default=400, help="optimizer steps (default %(default)s)")
+    g.add_argument("--n-layer", type=int, default=2, help="transformer blocks (default %(default)s)")
+    g.add_argument("--n-head", type=int, default=4,
+                   help="attention heads per block (default %(default)s; must divide --n-embd)")
+    g.add_argument("--n-embd", type=int, default=128,
+                   help="embedding width, the model dimension (default %(default)s)")
+    g.add_argument("--block-size", type=int, default=64, help="context length in characters (default %(default)s)")
     g.add_argument("--eval-interval", type=int, default=50,
-                   help="steps between validation-loss evaluations")
+                   help="steps between validation-loss evaluations (default %(default)s)")
     g.add_argument("--prompt", default="def ", help="start of the generated sample")
     g.add_argument("--sample-chars", type=int, default=300,
                    help="characters to generate after training (0: none)")
-    g.add_argument("--temperature", type=float, default=0.8)
+    g.add_argument("--temperature", type=float, default=0.8,
+                   help="sampling temperature of the sample (default %(default)s; lower is more "
+                        "conservative)")
     g.add_argument("--max-val-loss", type=float, default=None,
-                   help="exit with status 1 above this validation loss (nats/char)")
+                   help="exit with status 1 (saying so) above this validation loss "
+                        "(nats/char)")
     d.add_argument("--checkpoint", default=None,
                    help="save the trained weights here (safetensors; gpt default "
                         "gpt.safetensors, '' for none)")

@@ -5,7 +5,8 @@ Where the app comes from, first match wins:
   2. a source checkout (NUMR_WEB_ROOT, the directory above this package, or the current directory and
      its parents) whose web/dist is built;
   3. that checkout's web/dist built now with scripts/build-web.sh (needs Node >= 20.19 + npm and the
-     `build` package; the build runs with this interpreter, sys.executable).
+     `build` package, which the [demo] and [web] extras install; the build runs with this
+     interpreter, sys.executable).
 `--rebuild` forces 3. Every failure is one line on stderr saying the cause and the fix.
 
 The server (Python's http.server on 127.0.0.1) sends the headers the app relies on: COOP/COEP (the
@@ -116,7 +117,8 @@ def build(root: Path, quiet: bool = False) -> Path:
                          "(https://nodejs.org) or install a numr-web wheel that ships the app")
     if importlib.util.find_spec("build") is None:
         raise ServeError(f"building the web app needs the `build` package in {sys.executable}: "
-                         f"{sys.executable} -m pip install build")
+                         f"{sys.executable} -m pip install build (pip install '.[demo]' in the "
+                         f"checkout brings it)")
     script = root / "scripts" / "build-web.sh"
     print(f"numr-web: building the web app ({script.relative_to(root)}; about a minute) …",
           file=sys.stderr, flush=True)
@@ -157,6 +159,22 @@ def find_app(rebuild: bool = False, quiet: bool = False) -> Path:
                   "updates it", file=sys.stderr)
         return dist
     return build(root, quiet)
+
+
+def describe_app() -> str:
+    """Where `numr-web serve` would take the app from, in one line (builds nothing)."""
+    if is_built(PACKAGED_APP):
+        return f"shipped in this installation ({PACKAGED_APP})"
+    root = find_checkout()
+    if root is None:
+        return ("not in this installation (its wheel was built from a checkout without web/dist) "
+                "and no source checkout here: install a wheel built after scripts/build-web.sh")
+    dist = dist_dir(root)
+    if is_built(dist):
+        return f"{dist}" + (" (older than its sources: numr-web serve --rebuild)"
+                            if is_stale(root) else "")
+    return (f"not built: numr-web serve builds {dist} first (scripts/build-web.sh: Node + npm "
+            f"and the `build` package, which pip install '.[demo]' brings)")
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test on a fresh Debian machine, in about 10 minutes on 2 cores (longer on a busy one):
+# Runs every test on a fresh Debian machine, in about 55 minutes on 2 cores shared with other jobs:
 #   1. installs what is missing from Debian: Chromium and Mesa's Vulkan driver (apt-get)
 #   2. uses the active virtual environment ($VIRTUAL_ENV), else creates .venv in this checkout
 #      (--system-site-packages: packages already installed are reused, nothing outside .venv changes)
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS=0
-echo "== numr_web: every test (about 10 minutes on 2 cores)"
+echo "== numr_web: every test (about 55 minutes on 2 cores shared with other jobs)"
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
@@ -45,7 +45,7 @@ if [ -x scripts/build-web.sh ] && [ -f package.json ]; then
   PYTHON=$PY bash scripts/build-web.sh
 fi
 
-echo "== pytest ($((SECONDS / 60)) min $((SECONDS % 60)) s so far; unit tests ~3 min, browser tests ~6 min)"
+echo "== pytest ($((SECONDS / 60)) min $((SECONDS % 60)) s so far)"
 targets=(tests)
 [ -d e2e ] && ls e2e/test_*.py >/dev/null 2>&1 && targets+=(e2e)
 status=0

@@ -104,6 +104,30 @@ def test_captured_training_matches_eager(device, wide):
     _same(pe, pc, 0)
 
 
+class _WarnsOnAnyAttribute:
+    """Like torch.distributed.reduce_op: reading any attribute (even __class__) warns."""
+
+    def __getattribute__(self, name):
+        warnings.warn("attribute read", FutureWarning, stacklevel=2)
+        return object.__getattribute__(self, name)
+
+
+@on_gpus
+def test_recording_reads_no_attribute_of_unrelated_objects(device):
+    """Recording looks at every live object for the state a step carries; it must not touch
+    other libraries' objects (torch.distributed.reduce_op warns when its class is read)."""
+    other = _WarnsOnAnyAttribute()
+    held = {"reduce_op": _WarnsOnAnyAttribute()}     # as in torch.distributed's module dict
+    dtype = F64[device]
+    b = _batches(3, dtype=dtype, device=device)
+    with warnings.catch_warnings(record=True) as seen:     # (recorded: an error raised there
+        warnings.simplefilter("always")                    # could be swallowed on the way)
+        _, _, run, _ = _train(device, b, True, dtype)
+    assert not [str(w.message) for w in seen if "attribute read" in str(w.message)]
+    assert len(run.graphs) == 1 and not run.eager
+    del other, held
+
+
 @on_gpus
 def test_adam_with_the_step_count_on_the_device_is_recorded(device):
     dt = F64[device]

@@ -101,3 +101,85 @@ def test_shaders_into_a_closed_pipe_is_quiet():
     err = p.stderr.read().decode()
     assert p.wait(60) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def _parsers():
+    """Every argparse parser a user reaches: numr-web and each subcommand, python -m
+    numr_web.serve, python -m numr_web.distributed.launch."""
+    import argparse
+    from numr_web import cli as cli_mod, serve
+    from numr_web.distributed import launch
+    top = cli_mod.build_parser()
+    subs = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    found = {"numr-web": top, **{f"numr-web {k}": v for s in subs for k, v in s.choices.items()},
+             "python -m numr_web.distributed.launch": launch.build_parser(),
+             "python -m numr_web.serve": serve.add_arguments(argparse.ArgumentParser())}
+    return found
+
+
+def test_every_command_line_option_has_help():
+    import argparse
+    missing = [f"{name}: {'/'.join(a.option_strings) or a.dest}"
+               for name, p in _parsers().items() for a in p._actions
+               if not isinstance(a, argparse._SubParsersAction)
+               and (not a.help or a.help == argparse.SUPPRESS)]
+    assert not missing, missing
+    for name, p in _parsers().items():
+        p.format_help()                  # every %(default)s in a help text resolves
+
+
+@pytest.mark.parametrize("value", ["95", "1.01", "-0.1", "x", "101%"])
+def test_min_accuracy_that_is_not_an_accuracy_is_refused(value):
+    r = cli("demo", "--min-accuracy", value, "--plot", "")
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert "--min-accuracy" in r.stderr and "(0.95)" in r.stderr and "(95%)" in r.stderr, r.stderr
+
+
+def test_min_accuracy_as_a_percentage_and_a_miss_says_what_was_reached():
+    from numr_web.demo_run import accuracy_arg
+    assert accuracy_arg("95%") == pytest.approx(0.95) and accuracy_arg("0.95") == 0.95
+    r = cli("demo", "--epochs", "1", "--hidden", "8", "--plot", "", "--min-accuracy", "100%")
+    assert r.returncode == 1, r.stderr
+    reached = r.stdout.strip().splitlines()[-1].split()[3]        # final test accuracy: XX.XX%
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"numr-web demo: test accuracy {reached} is below --min-accuracy 100%: exit status 1")
+    r = cli("demo", "--epochs", "1", "--hidden", "8", "--plot", "", "--min-accuracy", "5%")
+    assert r.returncode == 0 and "below" not in r.stderr, r.stderr
+
+
+def test_serve_in_a_checkout_without_the_build_package_says_how_to_get_it(tmp_path, monkeypatch):
+    import importlib.util
+    from numr_web import serve
+    monkeypatch.setattr(serve, "_node_problem", lambda: None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "build" else real(name, *a))
+    with pytest.raises(serve.ServeError) as e:
+        serve.build(tmp_path)
+    assert "pip install build" in str(e.value) and "'.[demo]'" in str(e.value)
+
+
+def test_demo_extra_brings_what_serve_needs_in_a_checkout():
+    """README: pip install ".[demo]" then numr-web serve in the checkout (Node aside)."""
+    import tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("demo", "web"):
+        assert any(r.split(">")[0].split("=")[0].strip() == "build" for r in extras[extra]), extra
+
+
+def test_info_says_where_the_browser_app_would_come_from(tmp_path, monkeypatch):
+    """A wheel built from a checkout without web/dist has no app, and pip does not show the build
+    hook's notice: `numr-web info` says so, as does serve."""
+    from numr_web import serve
+    monkeypatch.setattr(serve, "PACKAGED_APP", tmp_path / "no-app")
+    monkeypatch.setattr(serve, "find_checkout", lambda: None)
+    assert serve.describe_app().startswith("not in this installation (its wheel was built from a "
+                                           "checkout without web/dist)")
+    root = tmp_path / "checkout"
+    (root / "web").mkdir(parents=True)
+    monkeypatch.setattr(serve, "find_checkout", lambda: root)
+    msg = serve.describe_app()
+    assert msg.startswith(f"not built: numr-web serve builds {root / 'web' / 'dist'} first") and \
+        "`build` package" in msg, msg
+    r = cli("info")
+    assert r.returncode == 0 and "browser app (numr-web serve): " in r.stdout, r.stdout

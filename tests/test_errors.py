@@ -134,3 +134,50 @@ def test_edge_inputs_behave_like_pytorch():
 def test_missing_cuda_says_why():
     with pytest.raises(nr.BackendUnavailableError, match="device 'cuda' is not available here"):
         nr.zeros(2, device="cuda")
+
+
+@pytest.mark.parametrize("device,msg", [
+    ("gpu", "ambiguous: say 'cuda'.*or 'webgpu'"), ("GPU:0", "ambiguous"),
+    ("cpu:1", "one cpu device.*index 1 does not exist"),
+    ("webgpu:1", "one webgpu device.*index 1 does not exist"),
+    ("cpu:", "whole number"), ("cpu:-1", "whole number"), ("cpu:x", "whole number"),
+])
+def test_device_strings_that_name_no_device_here_are_refused(device, msg):
+    """'gpu' could mean cuda or webgpu (an NVIDIA user means cuda): refused, naming both; an
+    index that does not exist is refused rather than ignored; nothing reaches a device."""
+    for make in (lambda: nr.zeros(2, device=device), lambda: nr.ones(2).to(device),
+                 lambda: nr.nn.Linear(2, 3, device=device)):
+        with pytest.raises(nr.DeviceError, match=msg):
+            make()
+
+
+def test_index_zero_is_the_device_as_in_torch():
+    assert nr.zeros(2, device="cpu:0").device == "cpu"
+    assert nr.ones(2).to("CPU:0").device == "cpu"
+    if "webgpu" in nr.available_devices():
+        assert nr.zeros(2, device="webgpu:0").device == "webgpu"
+
+
+@pytest.mark.skipif("cuda" not in nr.available_devices(), reason="no CUDA GPU here")
+def test_cuda_index_is_the_current_gpu():
+    import cupy
+    current = cupy.cuda.runtime.getDevice()
+    assert nr.zeros(2, device=f"cuda:{current}").device == "cuda"
+    other = cupy.cuda.runtime.getDeviceCount()      # an index no GPU has
+    with pytest.raises(nr.DeviceError, match=f"current GPU, 'cuda:{current}'"):
+        nr.zeros(2, device=f"cuda:{other}")
+
+
+def test_linear_shape_error_names_the_module_and_the_shapes_given():
+    """Not the fused op it runs (matmul_bias_activation) nor the transposed weight (4, 3)."""
+    m = nr.nn.Linear(4, 3, activation="gelu")
+    for x, got in ((nr.ones((2, 5)), "5"), (nr.ones(5), "5"), (nr.ones((2, 6, 7)), "7")):
+        with pytest.raises(nr.ShapeError) as e:
+            m(x)
+        msg = str(e.value)
+        assert msg.startswith("Linear(in_features=4, out_features=3, bias=True, "
+                              "activation='gelu')"), msg
+        assert f"input of shape {x.shape}" in msg and f"in_features = 4, got {got}" in msg, msg
+        assert "matmul_bias_activation" not in msg and "(4, 3)" not in msg, msg
+    with pytest.raises(nr.ShapeError, match=r"weight of shape \(3, 4\) \(out_features, in_feat"):
+        nr.nn.functional.linear(nr.ones((2, 5)), nr.ones((3, 4)))

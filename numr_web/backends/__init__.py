@@ -44,16 +44,50 @@ def available_devices():
 
 
 def normalize_device(device):
+    """The device name ("cpu", "cuda", "webgpu") of a device string or object; DeviceError for a
+    name that is not one, for "gpu" (it could mean either GPU backend) and for an index that does
+    not exist here ("cpu:1"; "cpu:0" and "cuda:0" are accepted, as torch accepts them)."""
     if device is None:
         device = os.environ.get("NUMR_DEVICE") or "cpu"
     if not isinstance(device, str):
         device = getattr(device, "device", None) or str(device)
-    name = device.lower().split(":")[0]
+    name, colon, index = device.lower().partition(":")
     if name == "gpu":
-        name = "webgpu"
+        raise DeviceError(f"device {device!r} is ambiguous: say 'cuda' (NVIDIA GPUs, through "
+                          f"CuPy) or 'webgpu' (any GPU through Vulkan, Metal or DX12, or a "
+                          f"browser tab); nr.available_devices() lists this machine's")
     if name not in REGISTRY:
         raise DeviceError(f"unknown device {device!r}; expected one of {list(REGISTRY)}")
+    if colon:
+        _check_index(device, name, index)
     return DEVICES[name]           # a str with torch.device's .type / .index (numr_web.devices)
+
+
+def _check_index(device, name, index):
+    if not (index.isascii() and index.isdigit()):
+        raise DeviceError(f"device {device!r}: the index after ':' must be a whole number "
+                          f"(e.g. '{name}:0'), or leave it out ('{name}')")
+    i = int(index)
+    if name != "cuda":
+        if i != 0:
+            raise DeviceError(f"device {device!r}: there is one {name} device, '{name}' (or "
+                              f"'{name}:0'); index {i} does not exist")
+        return
+    current = _current_cuda_index()
+    if current is not None and i != current:
+        raise DeviceError(f"device {device!r}: the cuda backend runs on this process's current "
+                          f"GPU, 'cuda:{current}'; to use GPU {i}, start the process with "
+                          f"CUDA_VISIBLE_DEVICES={i} (it is then 'cuda'), or run one process "
+                          f"per GPU (numr_web.distributed)")
+
+
+def _current_cuda_index():
+    """The GPU the cuda backend works on (this process's current CuPy device); None where cuda
+    is unavailable (get_backend then says why)."""
+    if not probe("cuda")[0]:
+        return None
+    import cupy
+    return int(cupy.cuda.runtime.getDevice())
 
 
 def get_backend(device):

@@ -75,16 +75,25 @@ def _stop(procs):
             p.wait()
 
 
-def main(argv=None):
+def build_parser():
     ap = argparse.ArgumentParser(prog="python -m numr_web.distributed.launch",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc-per-node", "--nproc_per_node", type=int, required=True)
-    ap.add_argument("--master-addr", "--master_addr", default="127.0.0.1")
-    ap.add_argument("--master-port", "--master_port", type=int, default=0)
+    ap.add_argument("--nproc-per-node", "--nproc_per_node", type=int, required=True,
+                    help="processes to start on this machine, one per GPU for nccl")
+    ap.add_argument("--master-addr", "--master_addr", default="127.0.0.1",
+                    help="address of rank 0's rendezvous (MASTER_ADDR; default 127.0.0.1)")
+    ap.add_argument("--master-port", "--master_port", type=int, default=0,
+                    help="port of rank 0's rendezvous (MASTER_PORT; default 0 = a free port)")
     ap.add_argument("--grace", type=float, default=5.0,
                     help="seconds the other ranks get after one fails (default 5)")
     ap.add_argument("-m", dest="module", default=None, help="run a module, as python -m does")
-    ap.add_argument("rest", nargs=argparse.REMAINDER)
+    ap.add_argument("rest", nargs=argparse.REMAINDER,
+                    help="the script and its arguments (or, after -m, the module's arguments)")
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
     a = ap.parse_args(argv)
     if a.module:
         cmd = [sys.executable, "-m", a.module] + a.rest

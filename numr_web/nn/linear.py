@@ -38,7 +38,7 @@ class Linear(Module):
                                            None if seed is None else seed + 1, device, dtype))
 
     def forward(self, x):
-        return linear(x, self.weight, self.bias, self.activation)
+        return linear(x, self.weight, self.bias, self.activation, who=self)
 
     def extra_repr(self):
         act = f", activation={self.activation!r}" if self.activation != "none" else ""
@@ -46,12 +46,22 @@ class Linear(Module):
                 f"bias={self.bias is not None}{act}")
 
 
-def linear(x, weight, bias=None, activation="none"):
-    """torch.nn.functional.linear (weight (out, in)) with numr's fused activation."""
+def linear(x, weight, bias=None, activation="none", who=None):
+    """torch.nn.functional.linear (weight (out, in)) with numr's fused activation. `who`: the
+    Linear module calling it (named in a shape error instead of the fused op)."""
+    shape = getattr(x, "shape", None)
+    wshape = getattr(weight, "shape", None)
+    if shape is not None and wshape is not None and len(wshape) == 2 and \
+            (len(shape) == 0 or shape[-1] != wshape[1]):
+        what = (f"{who!r}: input of shape {shape}" if who is not None else
+                f"linear: input of shape {shape} and weight of shape {wshape} (out_features, "
+                f"in_features)")
+        raise _core.ShapeError(f"{what}: the input's last dimension must be in_features = "
+                               f"{wshape[1]}, got {shape[-1] if shape else 'a 0-d tensor'}")
     if amp_active() is not None:          # before the transpose: a parameter's cast is cached
         x, weight, bias = amp_cast("linear", x, weight, bias)
     if x.ndim == 1:
-        return linear(x.reshape(1, -1), weight, bias, activation).reshape(-1)
+        return linear(x.reshape(1, -1), weight, bias, activation, who).reshape(-1)
     return _core.matmul_bias_activation(x, weight.T, bias, activation)
 
 

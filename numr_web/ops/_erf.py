@@ -188,3 +188,16 @@ def _exp_neg_sq(xp, x):
     # exp(-x²) without the rounding error of x*x: hi has 24 significant bits, so hi*hi is exact
     hi = x.astype(xp.float32).astype(xp.float64)
     return xp.exp(-hi * hi) * xp.exp(-(x - hi) * (x + hi))
+
+
+def erfc(xp, x):
+    """erfc of a float64 array: scipy.special.erfc when installed, else the C library's erfc
+    (math.erfc, vectorised); cupy ships its own."""
+    if xp.__name__ != "numpy":
+        import cupyx.scipy.special as cs
+        return cs.erfc(x)
+    try:
+        from scipy.special import erfc as fn
+    except ImportError:
+        fn = xp.frompyfunc(math.erfc, 1, 1)
+    return xp.asarray(fn(x), dtype=x.dtype)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UnknownActivationError
-from ._erf import erf, in_blocks
+from ._erf import erf, erfc, in_blocks
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -92,6 +92,10 @@ def _softplus(xp, z):
 
 
 def _phi_cdf(xp, z):
+    if z.dtype.itemsize >= 8:                  # erfc(-z/sqrt2)/2: 1 + erf(z/sqrt2) would cancel in
+        c = erfc(xp, z * -SQRT1_2)             # the lower tail (every digit below z = -8)
+        c *= 0.5
+        return c
     c = erf(xp, z * z.dtype.type(SQRT1_2))
     c += 1
     c *= 0.5
@@ -138,9 +142,7 @@ def _gelu_d1_from_y(xp, d, bufs, dy, z, y):
 
 def _gelu_d1(xp, dy, z, y=None):
     if y is None:
-        d = _gelu_dz(xp, z)
-        d *= dy
-        return d
+        return _GELU_D1(xp, dy, z)
     return in_blocks(xp, _gelu_d1_from_y, dy.dtype, dy, z, y, work=dy.dtype)
 
 
@@ -250,6 +252,33 @@ def _gelu_tanh_d2(xp, z):
         z.dtype, copy=False)
 
 
+def _rounded_once(dz):
+    """(dz, d1) for a derivative whose terms cancel near its roots (mish' = tanh(sp) + z sech²(sp)
+    s is 0.06 at z = -1 from terms of 0.3): in float32 each term's rounding (and numpy's
+    transcendental paths differ by CPU: SSE, AVX2, AVX-512) comes back multiplied by the
+    cancellation; evaluated in float64 and rounded once, a float32 result is within an ulp. In
+    cache-sized blocks over the cores (numr_web.ops._erf.in_blocks)."""
+    def block(xp, o, bufs, z, dy=None):
+        # (in_blocks' worker threads do not inherit the caller's np.errstate: inf * 0 in the
+        # tails would warn there)
+        with xp.errstate(all="ignore"):
+            d = dz(xp, z.astype(xp.float64))
+            if dy is not None:
+                d *= dy
+        xp.copyto(o, d)
+
+    def dz_wide(xp, z):
+        return dz(xp, z) if z.dtype.itemsize >= 8 else in_blocks(xp, block, z.dtype, z, scratch=0)
+
+    def d1_wide(xp, dy, z, y=None):
+        if z.dtype.itemsize >= 8:
+            d = dz(xp, z)
+            d *= dy
+            return d
+        return in_blocks(xp, block, dy.dtype, z, dy, scratch=0)
+    return dz_wide, d1_wide
+
+
 def _silu_dz(xp, z):
     s, q = _sigmoid_pair(xp, z)                # s (1 + z (1 - s))
     q *= z
@@ -279,6 +308,31 @@ def _mish_dz(xp, z):
 def _mish_d2(xp, z):
     t, sech2, s, q = _mish_parts(xp, z)        # sech²(sp) [2 s + z s ((1 - s) - 2 t s)]
     return sech2 * (2 * s + z * s * (q - 2 * t * s))
+
+
+def _sigmoid_d2(xp, z):
+    s, q = _sigmoid_pair(xp, z)                # s q (q - s), q - s = -tanh(z/2) (no cancellation)
+    t = xp.tanh(z * 0.5)
+    t *= s
+    t *= q
+    return xp.negative(t, out=t)
+
+
+def _sech2(xp, z):
+    s, q = _sigmoid_pair(xp, 2 * z)            # 4 sigmoid(2z) sigmoid(-2z): 1 - tanh² cancels
+    s *= q
+    s *= 4
+    return s
+
+
+# the float32 derivatives that cancel near a root, evaluated in float64 (_rounded_once)
+_SILU_DZ, _SILU_D1 = _rounded_once(_silu_dz)
+_SILU_D2 = _rounded_once(_silu_d2)[0]
+_GELU_DZ, _GELU_D1 = _rounded_once(_gelu_dz)
+_GELU_D2 = _rounded_once(lambda xp, z: _phi_pdf(xp, z) * (2 - z * z))[0]
+_GELU_TANH_D2 = _rounded_once(_gelu_tanh_d2)[0]
+_MISH_DZ, _MISH_D1 = _rounded_once(_mish_dz)
+_MISH_D2 = _rounded_once(_mish_d2)[0]
 
 
 def _relu_fwd(xp, z):
@@ -327,8 +381,7 @@ ACT = {a.name: a for a in (
         cuda=Code("z < C(0) ? C(0) : z", "(z > C(0) || z != z) ? C(1) : C(0)", "C(0)",
                   d1="(s > C(0) || s != s) ? dy : C(0)", ds="C(0)")),
     Act("sigmoid", "y",
-        np=_np(_sigmoid, lambda xp, z: xp.multiply(*_sigmoid_pair(xp, z)),
-               lambda xp, z: (lambda s, q: s * q * (q - s))(*_sigmoid_pair(xp, z)),
+        np=_np(_sigmoid, lambda xp, z: xp.multiply(*_sigmoid_pair(xp, z)), _sigmoid_d2,
                d1=lambda xp, dy, s, y=None: dy * (1 - s) * s, ds=lambda xp, s: 1 - 2 * s),
         wgsl=Code("sigmoid_s(z)", "sigmoid_d_s(z)",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (sp.y - sp.x);",
@@ -337,27 +390,27 @@ ACT = {a.name: a for a in (
                   "C s = sigm(z), q = sigm(-z); return s * q * (q - s);",
                   d1="dy * s * (C(1) - s)", ds="C(1) - C(2) * s")),
     Act("tanh", "y",
-        np=_np(lambda xp, z: xp.tanh(z, out=z), lambda xp, z: 1 - xp.tanh(z) ** 2,
-               lambda xp, z: (lambda t: -2 * t * (1 - t * t))(xp.tanh(z)),
+        np=_np(lambda xp, z: xp.tanh(z, out=z), _sech2,
+               lambda xp, z: -2 * xp.tanh(z) * _sech2(xp, z),
                d1=lambda xp, dy, s, y=None: dy * (1 - s * s), ds=lambda xp, s: -2 * s),
         wgsl=Code("tanh_s(z)", "sech2_s(z)", "-2.0 * tanh_s(z) * sech2_s(z)",
                   d1="dy * (1.0 - s * s)", ds="-2.0 * s"),
         cuda=Code("m_tanh(z)", "sech2(z)", "C(-2) * m_tanh(z) * sech2(z)",
                   d1="dy * (C(1) - s * s)", ds="C(-2) * s")),
     Act("silu", "z",
-        np=_np(lambda xp, z: z * _sigmoid(xp, z), _silu_dz, _silu_d2),
+        np=_np(lambda xp, z: z * _sigmoid(xp, z), _SILU_DZ, _SILU_D2, d1=_SILU_D1),
         wgsl=Code("silu_s(z)",
                   "let sp = sig_pair(z); return sp.x * (1.0 + z * sp.y);",
                   "let sp = sig_pair(z); return sigmoid_d_s(z) * (2.0 + z * (sp.y - sp.x));"),
         cuda=Code("z < C(K_TAIL) ? mul_exp(z, z) : z * sigm(z)", "sigm(z) * (C(1) + z * sigm(-z))",
                   "C s = sigm(z), q = sigm(-z); return s * q * (C(2) + z * (q - s));")),
     Act("gelu", "z",
-        np=_np(_gelu_fwd, _gelu_dz, lambda xp, z: _phi_pdf(xp, z) * (2 - z * z), d1=_gelu_d1),
+        np=_np(_gelu_fwd, _GELU_DZ, _GELU_D2, d1=_gelu_d1),
         wgsl=Code("gelu_s(z)", "gelu_dz(z)", "phi_pdf(z) * (2.0 - z * z)"),
         cuda=Code("z * cdf(z)", "C p = pdf(z); return cdf(z) + (p == C(0) ? C(0) : z * p);",
                   "C p = pdf(z); return p == C(0) ? C(0) : p * (C(2) - z * z);")),
     Act("gelu_tanh", "z",
-        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _gelu_tanh_d2, d1=_gelu_tanh_d1, keeps_z=True),
+        np=_np(_gelu_tanh_fwd, _gelu_tanh_dz, _GELU_TANH_D2, d1=_gelu_tanh_d1, keeps_z=True),
         wgsl=Code("gelu_tanh_s(z)",
                   "let u = gelu_tanh_u(z);\n"
                   "    var second = 0.5 * z * sech2_s(u) * gelu_tanh_du(z);\n"
@@ -410,7 +463,7 @@ ACT = {a.name: a for a in (
         cuda=Code("softplus_f(z)", "z > C(20) ? C(1) : sigm(z)",
                   "z >= C(20) ? C(0) : sigm(z) * sigm(-z)")),
     Act("mish", "z",
-        np=_np(lambda xp, z: z * xp.tanh(_softplus(xp, z)), _mish_dz, _mish_d2),
+        np=_np(lambda xp, z: z * xp.tanh(_softplus(xp, z)), _MISH_DZ, _MISH_D2, d1=_MISH_D1),
         # the lower tail as z exp(z): softplus(z) = exp(z) is subnormal there and may be flushed
         wgsl=Code("select(z * tanh_s(softplus_s(z)), mul_exp(z, z), z < -80.0)",
                   "let sp = softplus_s(z);\n"

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import numr_web as nr
 
-from _diff import flushes_subnormals
+from _diff import flushes_subnormals, ulps
 
 mp.mp.dps = 40
 _C, _A = mp.sqrt(2 / mp.pi), mp.mpf("0.044715")
@@ -154,3 +154,50 @@ def test_fourth_derivative_comes_from_autograd(device):
     want = np.array([float(mp.diff(mp.tanh, mp.mpf(p), 4)) for p in pts])
     _check(d4.numpy().astype(np.float64), want, 2.0 ** -8 * np.max(np.abs(want)), 32.0,
            "tanh''''")
+
+
+# where a derivative's terms cancel: near the roots of f' and f'' (mish' = tanh(sp) + z sech²(sp)
+# sigmoid(z) is 0.06 at z = -1 from terms of 0.3; 1 - tanh² of z = 10), found with mpmath below
+ROOT_PTS = {"mish": [(1, -1.19), (2, -2.25), (2, 0.35)], "silu": [(1, -1.28), (2, -2.4), (2, 2.4)],
+            "gelu": [(1, -0.75), (2, -1.41), (2, 1.41)], "gelu_tanh": [(1, -0.75), (2, -1.4)],
+            "sigmoid": [(2, 0.0)], "tanh": [(2, 0.0)]}
+
+
+def _near_roots(name):
+    """float32 points spread over [-12, 12] plus the float32 neighbourhood of each root."""
+    pts = list(np.linspace(-12, 12, 241))
+    for k, guess in ROOT_PTS.get(name, []):
+        r = float(mp.findroot(lambda z: mp.diff(MP[name], z, k), guess))
+        pts += list(r + np.linspace(-1e-3, 1e-3, 21)) + list(r * (1 + np.arange(-8, 9) * 2.0 ** -23))
+    return np.array(sorted(set(np.float32(pts))), np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(set(MP) - {"elu"}))
+def test_cpu_float32_derivatives_are_rounded_once_near_their_roots(name):
+    """On cpu, act' and act'' of float32 inputs are within an ulp of the truth, also where the
+    formula's terms cancel: those derivatives are evaluated in float64 and rounded once, so the
+    result does not depend on which transcendental code path (SSE, AVX2, AVX-512) numpy takes on
+    this CPU. Checked: nr.activation(x, name, "dz" / "d2"), and the gradient of act(x) (the fused
+    backward) where it is computed from z. Rows that save y (sigmoid, tanh) differentiate
+    through y as torch does (1 - y² cancels), and exact GELU's fused backward recovers Phi(z) as
+    y / z from the float32 output (no second erf), so near its root at -0.75 it carries y's
+    rounding times the cancellation: those two are bounded by torch's error elsewhere."""
+    mp.mp.dps = 60
+    pts = _near_roots(name)
+    truth = [np.array([float(mp.diff(MP[name], mp.mpf(float(p)), k)) for p in pts])
+             for k in (1, 2)]
+    x = nr.tensor(pts, device="cpu")
+    got = [("act'", nr.activation(x, name, "dz").numpy(), truth[0]),
+           ("act''", nr.activation(x, name, "d2").numpy(), truth[1])]
+    if nr.ACT[name].saves == "z" and name != "gelu":
+        xg = nr.tensor(pts, device="cpu", requires_grad=True)
+        (d1,) = nr.grad(nr.activation(xg, name).sum(), [xg])
+        got.append(("gradient of act(x)", d1.numpy(), truth[0]))
+    # sigmoid, tanh and softplus multiply float32 factors that do not cancel (no float64 needed)
+    bound = 1.0 if name in ("mish", "silu", "gelu", "gelu_tanh") else 4.0
+    for what, g, want in got:
+        err = ulps(g, want, "float32")
+        bad = err > bound
+        assert not bad.any(), (f"{name} {what}: {bad.sum()} of {bad.size} beyond {bound} ulp: "
+                               f"z {pts[bad][:6]}, got {g[bad][:6]}, want {want[bad][:6]}, "
+                               f"err {err[bad][:6]}")
