@@ -123,32 +123,48 @@ class ArrayNN:
         return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0):
-        xp = self.xp
+        n, c = x.shape[:2]
+        oh, ow = self._conv_out(x.shape, kernel, stride, padding, dilation)
+        cols = self.xp.empty((n, c, kernel[0], kernel[1], oh, ow), dtype=x.dtype)
+        self._im2col_into(cols, x, kernel, stride, padding, dilation, pad_value)
+        return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+
+    def _conv_out(self, x_shape, kernel, stride, padding, dilation):
+        return tuple(self._out_size(x_shape[2 + i], kernel[i], stride[i], padding[i], dilation[i])
+                     for i in range(2))
+
+    def _im2col_into(self, cols, x, kernel, stride, padding, dilation, pad_value):
+        """cols (N, C, kh, kw, OH, OW) = x's windows (x (N, C, H, W), padded by pad_value)."""
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         n, c, h, w = x.shape
-        oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
-        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
+        oh, ow = cols.shape[-2:]
+        xpad = self.xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
         xpad[:, :, ph:ph + h, pw:pw + w] = x
-        cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
         for i in range(kh):
             for j in range(kw):
                 cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
                                         j * dw:j * dw + sw * (ow - 1) + 1:sw]
-        return cols.reshape(n, c * kh * kw, oh * ow)
 
     def col2im(self, cols, x_shape, kernel, stride, padding, dilation):
+        n, c = x_shape[:2]
+        oh, ow = self._conv_out(x_shape, kernel, stride, padding, dilation)
+        c6 = cols.reshape(n, c, kernel[0], kernel[1], oh, ow)
+        return self._col2im_sum(c6, x_shape, kernel, stride, padding, dilation)
+
+    def _col2im_sum(self, c6, x_shape, kernel, stride, padding, dilation):
+        """The windows c6 (N, C, kh, kw, OH, OW) summed back into (N, C, H, W), window by window
+        in (i, j) order (a fixed summation order)."""
         xp = self.xp
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-        n, c, h, w = x_shape
-        oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
-        acc = xp.float32 if cols.dtype == xp.float16 else cols.dtype
+        n, c, h, w = c6.shape[0], c6.shape[1], x_shape[2], x_shape[3]
+        oh, ow = c6.shape[-2:]
+        acc = xp.float32 if c6.dtype == xp.float16 else c6.dtype
         out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
-        c6 = cols.reshape(n, c, kh, kw, oh, ow)
         for i in range(kh):
             for j in range(kw):
                 out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
                     j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, :, i, j]
-        return out[:, :, ph:ph + h, pw:pw + w].astype(cols.dtype)
+        return out[:, :, ph:ph + h, pw:pw + w].astype(c6.dtype)
 
 
 def _prod(shape):

@@ -1,0 +1,219 @@
+"""The cpu device's worker threads: one pool per process, shared by every primitive that splits
+its work into blocks. numpy releases the GIL inside its loops, so blocks of one op run on several
+cores at once, as torch spreads its CPU kernels.
+
+Knobs (environment variables, read at each call, so a process may change them):
+  NUMR_CPU_THREADS       threads per op; default: the CPUs this process may run on
+                         (`os.sched_getaffinity`, as torch's default); 1 in Pyodide (no threads
+                         there). 1 runs every block in the calling thread.
+  NUMR_CPU_PARALLEL_MIN  ops on fewer elements (default 131072) run as one numpy call in the
+                         calling thread, exactly as before blocks existed.
+
+Rules that keep it safe:
+  * a parallel call runs its blocks in the calling thread AND in up to threads - 1 pool workers,
+    which take the next block when done with one (a core slowed by other work takes fewer);
+  * a parallel call made from inside a block (a worker's thread, or the caller while it runs
+    blocks) runs its blocks in that thread: no thread ever waits on work queued behind itself;
+  * workers run each task in a copy of the caller's context (numpy's error state, grad mode);
+  * a forked child makes its own pool (it inherits the parent's pool object, not its threads);
+  * the state shared between threads (the pool, BLAS's thread limit) is changed under a lock;
+    nothing here belongs to one async task (a parallel call runs to its end without awaiting).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import BackendUnavailableError
+
+ENV = "NUMR_CPU_THREADS"
+MIN_ENV = "NUMR_CPU_PARALLEL_MIN"
+PARALLEL_MIN = 1 << 17
+_NAME = "numr-cpu"
+
+
+class _State:
+    """The process's pool and BLAS limit (one object, replaced in a forked child)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pool = None           # ThreadPoolExecutor, made on first use
+        self.workers = 0           # its max_workers
+        self.cpus = None           # CPUs this process may use (cached)
+        self.blas = None           # threadpoolctl's BLAS controller, or False when unavailable
+        self.blas_users = 0        # parallel regions holding BLAS at one thread
+        self.blas_limiter = None
+
+
+_state = _State()
+_local = threading.local()         # .depth: > 0 while this thread runs blocks of a parallel call
+
+
+def _after_fork():
+    global _state, _local
+    _state = _State()
+    _local = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _cpus():
+    if _state.cpus is None:
+        try:
+            _state.cpus = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            _state.cpus = max(1, os.cpu_count() or 1)
+    return _state.cpus
+
+
+def _knob(env, default):
+    """A positive integer from the environment variable `env`, else default()."""
+    v = os.environ.get(env)
+    if not v:
+        return default()
+    got = _parsed.get(v)
+    if got is None:
+        try:
+            got = int(v)
+        except ValueError:
+            got = 0
+        if got < 1:
+            raise BackendUnavailableError(f"cpu knob {env}={v!r}: expected a positive integer "
+                                          f"({_KNOBS[env]})")
+        _parsed[v] = got
+    return got
+
+
+_parsed = {}
+_KNOBS = {ENV: "the threads the cpu device may use; 1 runs single-threaded",
+          MIN_ENV: "ops on fewer elements than this run in one numpy call in the calling thread"}
+
+
+def num_threads():
+    """Threads a parallel call may use: NUMR_CPU_THREADS, else the CPUs this process may use."""
+    if sys.platform == "emscripten":        # Pyodide: no threads
+        return 1
+    return _knob(ENV, _cpus)
+
+
+def parallel_min():
+    """NUMR_CPU_PARALLEL_MIN: ops on fewer elements run as one numpy call in the calling thread
+    (handing work to threads costs tens of microseconds: a small model's ops stay as fast as
+    before); default PARALLEL_MIN."""
+    return _knob(MIN_ENV, _default_min)
+
+
+def _default_min():
+    return PARALLEL_MIN
+
+
+def in_parallel():
+    """Whether this thread is running blocks of a parallel call (a nested call runs serially)."""
+    return getattr(_local, "depth", 0) > 0
+
+
+def _pool(workers):
+    with _state.lock:
+        if _state.pool is None or _state.workers < workers:
+            if _state.pool is not None:          # work already queued there still runs
+                _state.pool.shutdown(wait=False)
+            _state.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=_NAME)
+            _state.workers = workers
+        return _state.pool
+
+
+def parallel_for(n, fn, threads=None):
+    """fn(i) for i in range(n), spread over up to `threads` threads (default num_threads()); the
+    blocks' order of execution is unspecified, so fn(i) must write only its own part of the
+    result. Returns when every block is done; re-raises the first error a block raised."""
+    threads = min(num_threads() if threads is None else threads, n)
+    if threads <= 1 or in_parallel():
+        _local.depth = getattr(_local, "depth", 0) + 1
+        try:
+            for i in range(n):
+                fn(i)
+        finally:
+            _local.depth -= 1
+        return
+    lock = threading.Lock()
+    nxt = [0]
+    failed = []
+
+    def run():
+        _local.depth = getattr(_local, "depth", 0) + 1
+        try:
+            while not failed:
+                with lock:
+                    i = nxt[0]
+                    nxt[0] = i + 1
+                if i >= n:
+                    return
+                fn(i)
+        except BaseException:
+            failed.append(True)
+            raise
+        finally:
+            _local.depth -= 1
+
+    pool = _pool(threads - 1)
+    futures = [pool.submit(contextvars.copy_context().run, run) for _ in range(threads - 1)]
+    error = None
+    try:
+        run()
+    except BaseException as e:          # wait for the workers before raising
+        error = e
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def blocks(n, size):
+    """[(start, stop), ...] covering range(n) in pieces of `size` (the last may be shorter)."""
+    size = max(1, size)
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+# -- BLAS inside parallel blocks ---------------------------------------------------------------------
+def _blas_controller():
+    if _state.blas is None:
+        try:                                   # optional (the [cpu] extra installs it)
+            from threadpoolctl import ThreadpoolController
+            ctl = ThreadpoolController().select(user_api="blas")
+            _state.blas = ctl if ctl.lib_controllers else False
+        except Exception:                      # not installed, or no BLAS it knows
+            _state.blas = False
+    return _state.blas
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Holds numpy's BLAS at one thread while parallel blocks call it (each block's GEMMs then
+    run on its own core instead of every block asking BLAS's pool for all cores); yields
+    whether it could (threadpoolctl knows the BLAS). The first region in sets the limit, the
+    last one out restores BLAS's own setting. BLAS calls of other threads during the region run
+    on one thread too (the limit is BLAS's, process-wide)."""
+    with _state.lock:
+        ctl = _blas_controller()
+        if ctl and _state.blas_users == 0:
+            _state.blas_limiter = ctl.limit(limits=1)
+        if ctl:
+            _state.blas_users += 1
+    try:
+        yield bool(ctl)
+    finally:
+        if ctl:
+            with _state.lock:
+                _state.blas_users -= 1
+                if _state.blas_users == 0 and _state.blas_limiter is not None:
+                    _state.blas_limiter.restore_original_limits()
+                    _state.blas_limiter = None
