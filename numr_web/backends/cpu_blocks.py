@@ -1,11 +1,13 @@
 """How the cpu backend cuts one op into blocks for its worker threads (cpu_threads.py): pure
 planning over numpy arrays' shapes and strides, no threads here.
 
-An elementwise op's output takes the memory order of its first full-size operand (as numpy's
-own output would: a transposed input gives a transposed output); the blocks are pieces of the
-outermost axis of that order, or of the flat array when every operand lies in that order
-densely. Blocks never cut the innermost axes, so numpy runs the same inner loops (the same SIMD
-code per element) on a block as on the whole array: a blocked result is bit-identical.
+An op's output takes the memory layout numpy's one call would give it (a transposed input gives a
+transposed output): numpy is asked by running the op on a 2 x 2 x ... corner of its operands
+(`probe`), which has the operands' strides. Matching layouts matter beyond strides: a later sum
+adds in memory order. The blocks are pieces of the outermost axis of that layout, or of the
+flat array when every operand lies in it densely. Blocks never cut the innermost axes, so numpy
+runs the same inner loops (the same SIMD code per element) on a block as on the whole array: a
+blocked result is bit-identical.
 """
 from __future__ import annotations
 
@@ -40,15 +42,15 @@ def _is_array(x):
 
 
 class Plan:
-    """Blocks of an elementwise op with output `shape` over `operands` (arrays, numpy scalars
-    or Python numbers; arrays broadcast to `shape`). `alloc(dtype)` makes the output;
-    `view(x, i)` is operand (or output) x's part in block i; `n` blocks."""
+    """Blocks of an elementwise op with output `shape` laid out in axis order `perm` (outermost
+    first; C order by default) over `operands` (arrays, numpy scalars or Python numbers; arrays
+    broadcast to `shape`). `alloc(dtype)` makes the output; `view(x, i)` is a prepared operand's
+    (or the output's) part in block i; `n` blocks of about `block` elements."""
 
-    def __init__(self, shape, operands, block):
+    def __init__(self, shape, operands, block, perm=None):
         self.shape = tuple(shape)
         nd = len(self.shape)
-        full = [x for x in operands if _is_array(x) and x.shape == self.shape]
-        self.perm = _memory_order(full[0]) if full else tuple(range(nd))
+        self.perm = tuple(range(nd)) if perm is None else tuple(perm)
         # flat: every array operand is full-size and dense in the output's memory order
         self.flat = all(not _is_array(x) or (x.shape == self.shape and _dense_in(x, self.perm))
                         for x in operands)
@@ -95,10 +97,21 @@ class Plan:
         return prepared[tuple(idx)]
 
 
-def _memory_order(x):
-    """x's axes from the largest stride to the smallest (ties in axis order): C order for a
-    C-contiguous array."""
-    return tuple(sorted(range(x.ndim), key=lambda d: -abs(x.strides[d])))
+def corner(x):
+    """x's first (up to) 2 entries along every axis: an array with x's strides, to ask numpy
+    which layout an op on x gives."""
+    if not _is_array(x):
+        return x
+    return x[tuple(slice(0, 2) for _ in x.shape)]
+
+
+def layout(r, nd):
+    """The axis order (outermost first) of numpy's result r; C order unless r is an nd array.
+    Ties (size-1 axes) keep C order, as numpy's own ordering does."""
+    if not isinstance(r, np.ndarray) or r.ndim != nd:
+        return tuple(range(nd))
+    return tuple(sorted(range(nd), key=lambda d: -abs(r.strides[d]) if r.shape[d] > 1 else 0)) \
+        if any(r.shape[d] > 1 for d in range(nd)) else tuple(range(nd))
 
 
 def _dense_in(x, perm):

@@ -20,8 +20,8 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..ops.activations import ACT
 from ..ops.registry import family_names
-from .cpu_blocks import (CACHE_BLOCK, Plan, big, column_blocks, one_pass_block,
-                         row_blocks, split_axis)
+from .cpu_blocks import (CACHE_BLOCK, Plan, big, column_blocks, corner, layout,
+                         one_pass_block, row_blocks, split_axis)
 from .cpu_threads import blocks, num_threads, parallel_for, parallel_min
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
@@ -62,16 +62,18 @@ def along(nd, axis, a, b):
 class CpuElementwise:
     # -- elementwise -----------------------------------------------------------------------------
     def _blocked(self, fn, out_dtype, operands, block=None, widen=True):
-        """fn(*operands) elementwise into a new array of out_dtype, block by block (operands
-        broadcast together; float16 operands widened to float32 per block when `widen`)."""
+        """fn(*operands) elementwise into a new array of out_dtype, laid out as numpy's one call
+        would, block by block (operands broadcast together; float16 operands widened to
+        float32 per block when `widen`)."""
         shape = np.broadcast_shapes(*(np.shape(x) for x in operands))
-        plan = Plan(shape, operands, one_pass_block(math.prod(shape)) if block is None else block)
+        probe = fn(*[_widen(corner(x)) if widen else corner(x) for x in operands])
+        plan = Plan(shape, operands, one_pass_block(math.prod(shape)) if block is None else block,
+                    layout(probe, len(shape)))
         out = plan.alloc(out_dtype)
         src = [plan.prepare(x) for x in operands]
         dst = plan.prepare(out)
-        direct = isinstance(fn, np.ufunc) and not (widen and any(
-            getattr(x, "dtype", None) == _HALF for x in operands)) and \
-            fn(*[plan.view(s, 0)[:0] if np.ndim(s) else s for s in src]).dtype == out.dtype
+        direct = isinstance(fn, np.ufunc) and getattr(probe, "dtype", None) == out.dtype and \
+            not (widen and any(getattr(x, "dtype", None) == _HALF for x in operands))
 
         def body(i):
             args = [plan.view(s, i) for s in src]
@@ -170,8 +172,10 @@ class CpuElementwise:
             return super().reduce(op, h, axes, keepdims)
         pairwise = self._pairwise(h, axes)      # the whole array's choice, for every block
         parts = blocks(h.shape[ax], -(-h.shape[ax] // (2 * num_threads())))
-        out = np.empty(tuple(1 if d in axes else h.shape[d] for d in range(h.ndim)), h.dtype)
         base = super()
+        shape = tuple(1 if d in axes else h.shape[d] for d in range(h.ndim))
+        out = Plan(shape, [], 1, layout(base._reduce(op, corner(h), axes, True, pairwise),
+                                        h.ndim)).alloc(h.dtype)
 
         def body(i):
             idx = along(h.ndim, ax, *parts[i])
@@ -184,8 +188,9 @@ class CpuElementwise:
         if not big(h) or ax is None:
             return super().softmax(h, axis, log)
         parts = row_blocks(h.shape[ax], h.size // h.shape[ax])
-        out = Plan(h.shape, [h], 1).alloc(h.dtype)     # h's memory order, as numpy's result
         base = super()
+        out = Plan(h.shape, [], 1, layout(base.softmax(corner(h), axis, log), h.ndim)).alloc(
+            h.dtype)
 
         def body(i):
             idx = along(h.ndim, ax, *parts[i])
