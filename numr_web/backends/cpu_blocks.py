@@ -33,8 +33,9 @@ def big(*arrays):
 
 
 def one_pass_block(n):
-    """Block size for an op that passes over its data once: a few blocks per thread."""
-    return max(MIN_BLOCK, -(-n // (4 * cpu_threads.num_threads())))
+    """Block size for an op that passes over its data once: two blocks per thread (a block's
+    Python work holds the GIL: fewer, larger blocks leave more of it to the others)."""
+    return max(MIN_BLOCK, -(-n // (2 * cpu_threads.num_threads())))
 
 
 def _is_array(x):

@@ -1,6 +1,8 @@
-"""The cpu device's worker threads: one pool per process, shared by every primitive that splits
-its work into blocks. numpy releases the GIL inside its loops, so blocks of one op run on several
-cores at once, as torch spreads its CPU kernels.
+"""The cpu device's worker threads: one pool of helper threads per process, shared by every
+primitive that splits its work into blocks. numpy releases the GIL inside its loops, so blocks
+of one op run on several cores at once, as torch spreads its CPU kernels. A parallel call queues
+one job (its blocks) and wakes as many sleeping helpers as it can use: a few microseconds, where
+a ThreadPoolExecutor future per helper cost tens.
 
 Knobs (environment variables, read at each call, so a process may change them):
   NUMR_CPU_THREADS       threads per op; default: the CPUs this process may run on
@@ -10,23 +12,23 @@ Knobs (environment variables, read at each call, so a process may change them):
                          calling thread, exactly as before blocks existed.
 
 Rules that keep it safe:
-  * a parallel call runs its blocks in the calling thread AND in up to threads - 1 pool workers,
+  * a parallel call runs its blocks in the calling thread AND in up to threads - 1 helpers,
     which take the next block when done with one (a core slowed by other work takes fewer);
-  * a parallel call made from inside a block (a worker's thread, or the caller while it runs
-    blocks) runs its blocks in that thread: no thread ever waits on work queued behind itself;
-  * workers run each task in a copy of the caller's context (numpy's error state, grad mode);
+  * a parallel call made from inside a block (a helper, or the caller while it runs blocks)
+    runs its blocks in that thread: no thread ever waits on work queued behind itself;
+  * helpers run blocks in a copy of the caller's context (numpy's error state, grad mode);
   * a forked child makes its own pool (it inherits the parent's pool object, not its threads);
   * the state shared between threads (the pool, BLAS's thread limit) is changed under a lock;
     nothing here belongs to one async task (a parallel call runs to its end without awaiting).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import BackendUnavailableError
 
@@ -41,8 +43,7 @@ class _State:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.pool = None           # ThreadPoolExecutor, made on first use
-        self.workers = 0           # its max_workers
+        self.pool = None           # _Pool, made on first use
         self.cpus = None           # CPUs this process may use (cached)
         self.blas = None           # threadpoolctl's BLAS controller, or False when unavailable
         self.blas_users = 0        # parallel regions holding BLAS at one thread
@@ -118,20 +119,108 @@ def in_parallel():
     return getattr(_local, "depth", 0) > 0
 
 
-def _pool(workers):
+class _Job:
+    """One parallel call: blocks 0..n-1 of fn, taken one at a time by the caller and helpers."""
+    __slots__ = ("fn", "n", "next", "lock", "helpers", "claimed", "error", "done", "context")
+
+    def __init__(self, fn, n):
+        self.fn, self.n, self.next = fn, n, 0
+        self.lock = threading.Lock()
+        self.helpers = 0            # helper threads inside work() now
+        self.claimed = False        # every block taken (no helper joins after this)
+        self.error = None
+        self.done = None            # an Event the caller waits on while helpers finish
+        self.context = contextvars.copy_context()
+
+    def work(self):
+        """Run blocks until none is left (or one failed)."""
+        fn, lock = self.fn, self.lock
+        while True:
+            with lock:
+                i = self.next
+                if i >= self.n or self.error is not None:
+                    self.claimed = True
+                    return
+                self.next = i + 1
+            try:
+                fn(i)
+            except BaseException as e:
+                with lock:
+                    self.error = self.error or e
+                return
+
+
+class _Pool:
+    """Helper threads that take blocks of the queued jobs (a job leaves the queue when its last
+    block is taken); daemon threads, started on demand."""
+
+    def __init__(self):
+        self.cond = threading.Condition(threading.Lock())
+        self.jobs = collections.deque()
+        self.count = 0
+
+    def grow(self, helpers):
+        with self.cond:
+            while self.count < helpers:
+                threading.Thread(target=self._helper, name=f"{_NAME}-{self.count}",
+                                 daemon=True).start()
+                self.count += 1
+
+    def _helper(self):
+        _local.depth = 1                     # a parallel call from a block runs in this thread
+        cond, jobs = self.cond, self.jobs
+        while True:
+            with cond:
+                while not jobs:
+                    cond.wait()
+                job = jobs[0]
+                with job.lock:
+                    if job.claimed:          # its last block is taken: drop it from the queue
+                        jobs.popleft()
+                        continue
+                    job.helpers += 1
+            job.context.copy().run(job.work)
+            with job.lock:
+                job.helpers -= 1
+                last = job.helpers == 0 and job.done is not None
+            if last:
+                job.done.set()
+
+    def run(self, job, helpers):
+        with self.cond:
+            self.jobs.append(job)
+            self.cond.notify(helpers)
+        _local.depth = getattr(_local, "depth", 0) + 1
+        try:
+            job.work()
+        finally:
+            _local.depth -= 1
+        with self.cond:
+            if job in self.jobs:
+                self.jobs.remove(job)
+        with job.lock:
+            job.claimed = True
+            if job.helpers:
+                job.done = threading.Event()
+        if job.done is not None:
+            job.done.wait()
+        if job.error is not None:
+            raise job.error
+
+
+def _pool():
     with _state.lock:
-        if _state.pool is None or _state.workers < workers:
-            if _state.pool is not None:          # work already queued there still runs
-                _state.pool.shutdown(wait=False)
-            _state.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=_NAME)
-            _state.workers = workers
+        if _state.pool is None:
+            _state.pool = _Pool()
         return _state.pool
 
 
 def parallel_for(n, fn, threads=None):
-    """fn(i) for i in range(n), spread over up to `threads` threads (default num_threads()); the
-    blocks' order of execution is unspecified, so fn(i) must write only its own part of the
-    result. Returns when every block is done; re-raises the first error a block raised."""
+    """fn(i) for i in range(n), spread over up to `threads` threads (default num_threads()): the
+    calling thread and helpers each take the next block when done with one (a core slowed by
+    other work takes fewer). The blocks' order is unspecified, so fn(i) must write only its own
+    part of the result. Returns when every block is done; re-raises the first error a block
+    raised (the blocks not yet started then do not run)."""
     threads = min(num_threads() if threads is None else threads, n)
     if threads <= 1 or in_parallel():
         _local.depth = getattr(_local, "depth", 0) + 1
@@ -141,40 +230,9 @@ def parallel_for(n, fn, threads=None):
         finally:
             _local.depth -= 1
         return
-    lock = threading.Lock()
-    nxt = [0]
-    failed = []
-
-    def run():
-        _local.depth = getattr(_local, "depth", 0) + 1
-        try:
-            while not failed:
-                with lock:
-                    i = nxt[0]
-                    nxt[0] = i + 1
-                if i >= n:
-                    return
-                fn(i)
-        except BaseException:
-            failed.append(True)
-            raise
-        finally:
-            _local.depth -= 1
-
-    pool = _pool(threads - 1)
-    futures = [pool.submit(contextvars.copy_context().run, run) for _ in range(threads - 1)]
-    error = None
-    try:
-        run()
-    except BaseException as e:          # wait for the workers before raising
-        error = e
-    for f in futures:
-        try:
-            f.result()
-        except BaseException as e:
-            error = error or e
-    if error is not None:
-        raise error
+    pool = _pool()
+    pool.grow(threads - 1)
+    pool.run(_Job(fn, n), threads - 1)
 
 
 def blocks(n, size):
