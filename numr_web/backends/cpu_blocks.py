@@ -68,10 +68,7 @@ class Plan:
         self._prepared = {}
 
     def alloc(self, dtype):
-        inv = [0] * len(self.perm)
-        for i, p in enumerate(self.perm):
-            inv[p] = i
-        return np.empty([self.shape[p] for p in self.perm], dtype).transpose(inv)
+        return alloc(self.shape, dtype, self.perm)
 
     def prepare(self, x):
         """x as the blocks will read it: a flat view, or broadcast to the output's shape."""
@@ -96,6 +93,14 @@ class Plan:
         idx = [slice(None)] * len(self.shape)
         idx[self.axis] = slice(a, b)
         return prepared[tuple(idx)]
+
+
+def alloc(shape, dtype, perm):
+    """An empty array of `shape` whose axes lie in memory in `perm` order (outermost first)."""
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return np.empty([shape[p] for p in perm], dtype).transpose(inv)
 
 
 def corner(x):

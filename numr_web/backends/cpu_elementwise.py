@@ -20,7 +20,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..ops.activations import ACT
 from ..ops.registry import family_names
-from .cpu_blocks import (CACHE_BLOCK, Plan, big, column_blocks, corner, layout,
+from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, row_blocks, split_axis)
 from .cpu_threads import blocks, num_threads, parallel_for, parallel_min
 
@@ -174,8 +174,8 @@ class CpuElementwise:
         parts = blocks(h.shape[ax], -(-h.shape[ax] // (2 * num_threads())))
         base = super()
         shape = tuple(1 if d in axes else h.shape[d] for d in range(h.ndim))
-        out = Plan(shape, [], 1, layout(base._reduce(op, corner(h), axes, True, pairwise),
-                                        h.ndim)).alloc(h.dtype)
+        out = alloc(shape, h.dtype, layout(base._reduce(op, corner(h), axes, True, pairwise),
+                                           h.ndim))
 
         def body(i):
             idx = along(h.ndim, ax, *parts[i])
@@ -189,8 +189,7 @@ class CpuElementwise:
             return super().softmax(h, axis, log)
         parts = row_blocks(h.shape[ax], h.size // h.shape[ax])
         base = super()
-        out = Plan(h.shape, [], 1, layout(base.softmax(corner(h), axis, log), h.ndim)).alloc(
-            h.dtype)
+        out = alloc(h.shape, h.dtype, layout(base.softmax(corner(h), axis, log), h.ndim))
 
         def body(i):
             idx = along(h.ndim, ax, *parts[i])
