@@ -207,6 +207,18 @@ def test_convolution_pooling_batchnorm_and_embedding_in_blocks(monkeypatch):
     blocked_matches_one_call(monkeypatch, run)
 
 
+def test_gather_scatter_and_argmax_in_blocks(monkeypatch):
+    x = _data((64, 50, 12), specials=False)
+    idx = np.random.default_rng(12).integers(0, 50, (64, 30, 12))     # repeats along dim 1
+
+    def run():
+        t = nr.tensor(x, requires_grad=True)
+        g = nr.gather(t, 1, nr.tensor(idx, dtype="int32"))
+        (g * g).sum().backward()
+        return [g, t.grad, t.argmax(1), t.argmax(2, keepdim=True), t.argmax(0)]
+    blocked_matches_one_call(monkeypatch, run)
+
+
 def test_gpt_training_step_in_blocks(monkeypatch):
     from numr_web.models import GPT, GPTConfig
 

@@ -183,6 +183,22 @@ class CpuElementwise:
         parallel_for(len(parts), body)
         return out if keepdims else out.reshape([h.shape[d] for d in kept])
 
+    def argmax(self, h, axis, keepdims):
+        axis = None if axis is None or h.ndim == 0 else axis % h.ndim
+        ax = None if axis is None else split_axis(h, [d for d in range(h.ndim) if d != axis])
+        if not big(h) or ax is None:
+            return super().argmax(h, axis, keepdims)
+        parts = blocks(h.shape[ax], -(-h.shape[ax] // (2 * num_threads())))
+        base = super()
+        shape = tuple(1 if d == axis else h.shape[d] for d in range(h.ndim))
+        out = alloc(shape, np.int32, layout(base.argmax(corner(h), axis, True), h.ndim))
+
+        def body(i):
+            idx = along(h.ndim, ax, *parts[i])
+            out[idx] = base.argmax(h[idx], axis, True)
+        parallel_for(len(parts), body)
+        return out if keepdims else out.reshape(h.shape[:axis] + h.shape[axis + 1:])
+
     def softmax(self, h, axis, log):
         ax = split_axis(h, [d for d in range(h.ndim) if d != axis])
         if not big(h) or ax is None:

@@ -17,8 +17,8 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from . import cpu_threads
-from .cpu_blocks import CACHE_BLOCK, big, row_blocks
-from .cpu_elementwise import column_sum
+from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis
+from .cpu_elementwise import along, column_sum
 from .cpu_threads import blocks, num_threads, parallel_for
 
 _HALF = np.dtype(np.float16) if np else None
@@ -205,10 +205,11 @@ class CpuNN:
         return out
 
     def scatter_add(self, shape, axis, index, src):
-        rows = _rows_index(None, axis, index)
-        if rows is None or not big(src) or src.shape != index.shape or \
-                tuple(shape[1:]) != tuple(src.shape[1:]):
+        if not big(src) or src.shape != index.shape or src.ndim == 0:
             return super().scatter_add(shape, axis, index, src)
+        rows = _rows_index(None, axis, index)
+        if rows is None or tuple(shape[1:]) != tuple(src.shape[1:]):
+            return self._scatter_blocks(shape, axis, index, src)
         out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
         o2 = out.reshape(shape[0], -1)
         s2 = self.reshape(src, (src.shape[0], -1))
@@ -232,6 +233,29 @@ class CpuNN:
         parallel_for(len(parts), body)
         return out.astype(src.dtype, copy=False)
 
+
+    def _scatter_blocks(self, shape, axis, index, src):
+        """scatter_add in blocks along another dim (each target's adds stay in one block, in
+        add.at's order); one source per target (index 1 long along axis: max-pooling's
+        gradient) is a plain write of 0 + src, which is what add.at would store."""
+        d = split_axis(index, [d for d in range(index.ndim) if d != axis])
+        if d is None:
+            return super().scatter_add(shape, axis, index, src)
+        out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
+        put = index.shape[axis] == 1
+        parts = row_blocks(index.shape[d], index.size // index.shape[d],
+                           one_pass_block(index.size))
+
+        def body(i):
+            sl = along(index.ndim, d, *parts[i])
+            ob, ib, sb = out[sl], index[sl], src[sl]
+            where = self._index_tuple(ib, axis)
+            if put:
+                ob[where] = sb + ob.dtype.type(0)
+            else:
+                np.add.at(ob, where, sb)
+        parallel_for(len(parts), body)
+        return out.astype(src.dtype, copy=False)
 
 def _widen(x):
     return x.astype(np.float32) if x.dtype == _HALF else x
