@@ -191,9 +191,22 @@ class CpuNN:
 
     # -- the embedding's gather and scatter-add ------------------------------------------------------
     def gather(self, h, axis, index):
-        rows = _rows_index(h, axis, index)
-        if rows is None or not big(index):
+        if not big(index) or index.ndim == 0:
             return super().gather(h, axis, index)
+        rows = _rows_index(h, axis, index)
+        if rows is None:                      # blocks along another dim of the index
+            d = split_axis(index, [d for d in range(index.ndim) if d != axis])
+            if d is None:
+                return super().gather(h, axis, index)
+            out = np.empty(index.shape, h.dtype)
+            parts = row_blocks(index.shape[d], index.size // index.shape[d],
+                               one_pass_block(index.size))
+
+            def body(i):
+                sl = along(index.ndim, d, *parts[i])
+                out[sl] = h[sl][self._index_tuple(index[sl], axis)]
+            parallel_for(len(parts), body)
+            return out
         out = np.empty(index.shape, h.dtype)
         parts = row_blocks(index.shape[0], index[0].size, CACHE_BLOCK)
         src = h[(slice(None),) + tuple(slice(0, d) for d in index.shape[1:])]
