@@ -1,7 +1,8 @@
 """The cpu device on many cores (numr_web/backends/cpu_threads.py and the blocked primitives):
 large ops run in blocks on worker threads and give the SAME bits as one numpy call per op
-(NUMR_CPU_PARALLEL_MIN set past every size) on 1 and on 4 threads (NUMR_CPU_THREADS); the pool
-survives nesting, fork, concurrent callers and asyncio; NUMR_CPU_THREADS=1 creates no threads.
+(parallel_min set past every size) on 1 and on 4 threads (cpu_threads.configure, the knobs
+NUMR_CPU_PARALLEL_MIN / NUMR_CPU_THREADS); the pool survives nesting, fork, concurrent callers
+and asyncio; NUMR_CPU_THREADS=1 creates no threads.
 Correctness of each op against torch / float64 is tested elsewhere on the one-call path; here
 a few large cases are also checked against torch directly."""
 import asyncio
@@ -19,8 +20,15 @@ import numr_web.nn.functional as F
 from numr_web import nn
 from numr_web.backends import cpu_threads
 
-ONE_CALL = str(1 << 40)     # NUMR_CPU_PARALLEL_MIN past every size: one numpy call per op
-BLOCKS = "1024"             # small enough that every case below runs in blocks
+ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
+BLOCKS = 1024               # small enough that every case below runs in blocks
+
+
+@pytest.fixture(autouse=True)
+def _restore_settings():
+    before = cpu_threads.configure()
+    yield
+    cpu_threads.configure(*before)
 
 
 def _arrays(out):
@@ -35,13 +43,12 @@ def same_bits(a, b, what):
         np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
 
 
-def blocked_matches_one_call(monkeypatch, fn, threads=("1", "4")):
+def blocked_matches_one_call(fn, threads=(1, 4)):
     """fn() -> list of tensors/arrays: one numpy call per op vs blocks on each thread count."""
-    monkeypatch.setenv("NUMR_CPU_PARALLEL_MIN", ONE_CALL)
+    cpu_threads.configure(threads=1, parallel_min=ONE_CALL)
     ref = _arrays(fn())
-    monkeypatch.setenv("NUMR_CPU_PARALLEL_MIN", BLOCKS)
     for t in threads:
-        monkeypatch.setenv("NUMR_CPU_THREADS", t)
+        cpu_threads.configure(threads=t, parallel_min=BLOCKS)
         got = _arrays(fn())
         assert len(got) == len(ref)
         for i, (a, b) in enumerate(zip(ref, got)):
@@ -63,17 +70,17 @@ UNARY = ["neg", "abs", "exp", "log", "sqrt", "sin", "cos", "sign", "erf", "log1p
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_unary_ops_in_blocks_give_the_one_call_bits(monkeypatch, dtype):
+def test_unary_ops_in_blocks_give_the_one_call_bits(dtype):
     x = _data((48, 37, 29))
 
     def run():
         t = nr.tensor(x, dtype=dtype)
         return [getattr(nr, op)(t) for op in UNARY] + [nr.exp(t.permute(2, 0, 1)),
                                                       nr.gelu(t, approximate="tanh")]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_binary_ops_where_and_casts_in_blocks(monkeypatch):
+def test_binary_ops_where_and_casts_in_blocks():
     x, y = _data((48, 37, 29)), _data((48, 37, 29), seed=1, specials=False)
     row = _data((29,), seed=2, specials=False)
 
@@ -89,12 +96,12 @@ def test_binary_ops_where_and_casts_in_blocks(monkeypatch):
                 a.astype("float16"), a.astype("float16") * b.astype("float16"),
                 a.permute(2, 0, 1).contiguous(), a.permute(2, 0, 1).reshape(29, -1)]
         return out
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
 @pytest.mark.parametrize("act", ["none", "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid",
                                  "mish"])
-def test_fused_linear_forward_and_backward_in_blocks(monkeypatch, act):
+def test_fused_linear_forward_and_backward_in_blocks(act):
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((4, 64, 48)), rng.standard_normal((48, 40)) / 7
     b, g = rng.standard_normal(40), rng.standard_normal((4, 64, 40))
@@ -111,10 +118,10 @@ def test_fused_linear_forward_and_backward_in_blocks(monkeypatch, act):
         gx, = nr.grad((y * y).sum(), [xt], create_graph=True)
         gx.sum().backward()
         return out + [y, gx, xt.grad]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_reductions_softmax_and_losses_in_blocks(monkeypatch):
+def test_reductions_softmax_and_losses_in_blocks():
     x = _data((32, 24, 40), specials=False)
     img = _data((16, 8, 12, 12), seed=4, specials=False)
 
@@ -134,10 +141,10 @@ def test_reductions_softmax_and_losses_in_blocks(monkeypatch):
         loss = nr.cross_entropy(logits, labels)
         loss.backward()
         return out + [loss, logits.grad]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_norms_in_blocks(monkeypatch):
+def test_norms_in_blocks():
     x = _data((16, 33, 40), specials=False)
     rng = np.random.default_rng(5)
     w, b, g = rng.standard_normal(40), rng.standard_normal(40), rng.standard_normal((16, 33, 40))
@@ -155,11 +162,11 @@ def test_norms_in_blocks(monkeypatch):
         y = nr.layer_norm(xt, (33, 40))                          # two dims, no weight
         y.backward(nr.tensor(g, dtype="float32"))
         return out + [y, xt.grad]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
 @pytest.mark.parametrize("case", ["causal", "bool mask", "float mask", "shared kv", "float16"])
-def test_attention_in_blocks_of_heads(monkeypatch, case):
+def test_attention_in_blocks_of_heads(case):
     rng = np.random.default_rng(6)
     qkv = rng.standard_normal((3, 40, 3 * 96)).astype(np.float32)
     g = rng.standard_normal((3, 6, 40, 16)).astype(np.float32)
@@ -184,10 +191,10 @@ def test_attention_in_blocks_of_heads(monkeypatch, case):
         y = F.scaled_dot_product_attention(q, k, v, **kw)
         y.backward(nr.tensor(g, dtype=dt))
         return [y, t.grad]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_convolution_pooling_batchnorm_and_embedding_in_blocks(monkeypatch):
+def test_convolution_pooling_batchnorm_and_embedding_in_blocks():
     img = _data((8, 3, 16, 16), specials=False)
     ids = np.random.default_rng(7).integers(0, 50, (6, 40))
     ids[0, :20] = 3                                   # a row gathered many times
@@ -204,10 +211,10 @@ def test_convolution_pooling_batchnorm_and_embedding_in_blocks(monkeypatch):
         e = emb(nr.tensor(ids, dtype="int32"))
         (e * e).sum().backward()
         return [y, x.grad, e, emb.weight.grad] + [p.grad for p in model.parameters()]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_gather_scatter_and_argmax_in_blocks(monkeypatch):
+def test_gather_scatter_and_argmax_in_blocks():
     x = _data((64, 50, 12), specials=False)
     idx = np.random.default_rng(12).integers(0, 50, (64, 30, 12))     # repeats along dim 1
 
@@ -216,10 +223,10 @@ def test_gather_scatter_and_argmax_in_blocks(monkeypatch):
         g = nr.gather(t, 1, nr.tensor(idx, dtype="int32"))
         (g * g).sum().backward()
         return [g, t.grad, t.argmax(1), t.argmax(2, keepdim=True), t.argmax(0)]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
-def test_gpt_training_step_in_blocks(monkeypatch):
+def test_gpt_training_step_in_blocks():
     from numr_web.models import GPT, GPTConfig
 
     def run():
@@ -237,7 +244,7 @@ def test_gpt_training_step_in_blocks(monkeypatch):
             opt.step()
             losses.append(loss)
         return losses + [p for p in model.parameters()]
-    blocked_matches_one_call(monkeypatch, run)
+    blocked_matches_one_call(run)
 
 
 # -- large ops at the default settings, against torch ------------------------------------------------
@@ -270,17 +277,27 @@ def test_large_attention_matches_torch():
 
 
 # -- the pool: knobs, nesting, fork, concurrency -----------------------------------------------------
-def test_thread_count_knob(monkeypatch):
+def test_thread_count_knobs(monkeypatch):
     monkeypatch.setenv("NUMR_CPU_THREADS", "3")
-    assert cpu_threads.num_threads() == 3
+    monkeypatch.setenv("NUMR_CPU_PARALLEL_MIN", "5000")
+    cpu_threads.configure()                         # re-reads the environment
+    assert (cpu_threads.num_threads(), cpu_threads.parallel_min()) == (3, 5000)
     assert "3" in nr.get_backend("cpu").info()["threads"]
     monkeypatch.delenv("NUMR_CPU_THREADS")
+    monkeypatch.delenv("NUMR_CPU_PARALLEL_MIN")
+    cpu_threads.configure()
     assert cpu_threads.num_threads() == len(os.sched_getaffinity(0))
+    assert cpu_threads.parallel_min() == cpu_threads.PARALLEL_MIN
+    assert cpu_threads.configure(threads=2) == (len(os.sched_getaffinity(0)),
+                                                cpu_threads.PARALLEL_MIN)   # the previous
+    assert cpu_threads.num_threads() == 2
     for bad in ("0", "-2", "many"):
         monkeypatch.setenv("NUMR_CPU_THREADS", bad)
         with pytest.raises(nr.BackendUnavailableError, match="NUMR_CPU_THREADS"):
-            nr.exp(nr.ones(1 << 18))
-    monkeypatch.setenv("NUMR_CPU_THREADS", "4")
+            cpu_threads.configure()
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(nr.BackendUnavailableError, match="positive int"):
+            cpu_threads.configure(threads=bad)
     monkeypatch.setattr(sys, "platform", "emscripten")     # Pyodide has no threads
     assert cpu_threads.num_threads() == 1
 
@@ -304,8 +321,8 @@ def test_one_thread_creates_no_threads():
     assert one.stdout == four.stdout
 
 
-def test_nested_parallel_calls_run_and_finish(monkeypatch):
-    monkeypatch.setenv("NUMR_CPU_THREADS", "4")
+def test_nested_parallel_calls_run_and_finish():
+    cpu_threads.configure(threads=4)
     x = nr.randn((256, 1024), seed=1)
     want = nr.gelu(x).numpy()
     got = [None] * 8
@@ -317,8 +334,8 @@ def test_nested_parallel_calls_run_and_finish(monkeypatch):
         same_bits(g, want, "nested")
 
 
-def test_an_error_in_a_block_reaches_the_caller_and_the_pool_still_works(monkeypatch):
-    monkeypatch.setenv("NUMR_CPU_THREADS", "4")
+def test_an_error_in_a_block_reaches_the_caller_and_the_pool_still_works():
+    cpu_threads.configure(threads=4)
 
     def block(i):
         if i == 5:
@@ -329,8 +346,8 @@ def test_an_error_in_a_block_reaches_the_caller_and_the_pool_still_works(monkeyp
     np.testing.assert_array_equal((x + 1).numpy(), x.numpy() + np.float32(1))
 
 
-def test_concurrent_threads_and_asyncio_tasks_share_the_pool(monkeypatch):
-    monkeypatch.setenv("NUMR_CPU_THREADS", "4")
+def test_concurrent_threads_and_asyncio_tasks_share_the_pool():
+    cpu_threads.configure(threads=4)
     from threadpoolctl import threadpool_info
     blas_before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     rng = np.random.default_rng(11)
@@ -371,8 +388,8 @@ def test_concurrent_threads_and_asyncio_tasks_share_the_pool(monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_a_forked_child_makes_its_own_pool(monkeypatch):
-    monkeypatch.setenv("NUMR_CPU_THREADS", "4")
+def test_a_forked_child_makes_its_own_pool():
+    cpu_threads.configure(threads=4, parallel_min=1024)
     x = nr.randn((512, 1024), seed=3)
     want = nr.gelu(x, approximate="tanh").numpy()          # the parent's pool is running now
     r, w = os.pipe()

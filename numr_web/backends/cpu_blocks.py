@@ -29,7 +29,11 @@ MIN_BLOCK = 1 << 15
 
 def big(*arrays):
     """Whether an op on these operands is large enough for blocks (cpu_threads.parallel_min)."""
-    return max((getattr(a, "size", 0) for a in arrays), default=0) >= cpu_threads.parallel_min()
+    m = cpu_threads.parallel_min()
+    for a in arrays:
+        if getattr(a, "size", 0) >= m:
+            return True
+    return False
 
 
 def one_pass_block(n):

@@ -4,7 +4,8 @@ of one op run on several cores at once, as torch spreads its CPU kernels. A para
 one job (its blocks) and wakes as many sleeping helpers as it can use: a few microseconds, where
 a ThreadPoolExecutor future per helper cost tens.
 
-Knobs (environment variables, read at each call, so a process may change them):
+Knobs (environment variables, read at the first large op; `configure()` changes them in a
+running process, as torch.set_num_threads):
   NUMR_CPU_THREADS       threads per op; default: the CPUs this process may run on
                          (`os.sched_getaffinity`, as torch's default); 1 in Pyodide (no threads
                          there). 1 runs every block in the calling thread.
@@ -74,44 +75,55 @@ def _cpus():
 
 
 def _knob(env, default):
-    """A positive integer from the environment variable `env`, else default()."""
+    """A positive integer from the environment variable `env`, else `default`."""
     v = os.environ.get(env)
     if not v:
-        return default()
-    got = _parsed.get(v)
-    if got is None:
-        try:
-            got = int(v)
-        except ValueError:
-            got = 0
-        if got < 1:
-            raise BackendUnavailableError(f"cpu knob {env}={v!r}: expected a positive integer "
-                                          f"({_KNOBS[env]})")
-        _parsed[v] = got
+        return default
+    try:
+        got = int(v)
+    except ValueError:
+        got = 0
+    if got < 1:
+        raise BackendUnavailableError(f"cpu knob {env}={v!r}: expected a positive integer "
+                                      f"({_KNOBS[env]})")
     return got
 
 
-_parsed = {}
 _KNOBS = {ENV: "the threads the cpu device may use; 1 runs single-threaded",
           MIN_ENV: "ops on fewer elements than this run in one numpy call in the calling thread"}
+_settings = [None]                 # (threads, parallel_min): the process's, read once
+
+
+def configure(threads=None, parallel_min=None):
+    """Set the cpu device's threads per op and the size from which an op runs in blocks, for
+    the whole process (as torch.set_num_threads); a value left out is read from its environment
+    variable, NUMR_CPU_THREADS / NUMR_CPU_PARALLEL_MIN, else its default (the CPUs this process
+    may use / PARALLEL_MIN). Returns the previous (threads, parallel_min)."""
+    before = _settings[0]
+    for name, v in (("threads", threads), ("parallel_min", parallel_min)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise BackendUnavailableError(f"cpu configure: {name} must be a positive int, got "
+                                          f"{v!r}")
+    _settings[0] = (threads or _knob(ENV, _cpus()), parallel_min or _knob(MIN_ENV, PARALLEL_MIN))
+    return before if before is not None else _settings[0]
 
 
 def num_threads():
-    """Threads a parallel call may use: NUMR_CPU_THREADS, else the CPUs this process may use."""
-    if sys.platform == "emscripten":        # Pyodide: no threads
+    """Threads a parallel call may use (configure(); 1 in Pyodide, which has no threads)."""
+    if sys.platform == "emscripten":
         return 1
-    return _knob(ENV, _cpus)
+    return (_settings[0] or _read())[0]
 
 
 def parallel_min():
-    """NUMR_CPU_PARALLEL_MIN: ops on fewer elements run as one numpy call in the calling thread
-    (handing work to threads costs tens of microseconds: a small model's ops stay as fast as
-    before); default PARALLEL_MIN."""
-    return _knob(MIN_ENV, _default_min)
+    """Ops on fewer elements run as one numpy call in the calling thread (configure()): handing
+    work to threads costs microseconds, so a small model's ops stay as fast as before."""
+    return (_settings[0] or _read())[1]
 
 
-def _default_min():
-    return PARALLEL_MIN
+def _read():
+    configure()
+    return _settings[0]
 
 
 def in_parallel():
