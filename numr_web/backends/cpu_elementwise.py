@@ -37,17 +37,18 @@ def _same(x):
     return x
 
 
-def column_sum(x2):
-    """x2 (rows, cols).sum(axis=0) with the columns spread over the threads: each column adds
-    its rows in numpy's order (one row after another), so the result is bit-identical to
-    numpy's one call."""
-    rows, cols = x2.shape
-    out = np.empty(cols, x2.dtype)
-    parts = column_blocks(cols, rows)
+def column_sum(x):
+    """x summed over every axis but the last, the last axis's columns spread over the threads:
+    a split along the one axis the sum keeps, so each column adds its terms in numpy's order
+    and the result is bit-identical to numpy's one call (any layout)."""
+    axes = tuple(range(x.ndim - 1))
+    cols = x.shape[-1]
+    out = np.empty(cols, x.dtype)
+    parts = column_blocks(cols, x.size // max(1, cols))
 
     def body(i):
         a, b = parts[i]
-        out[a:b] = x2[:, a:b].sum(axis=0)
+        out[a:b] = x[..., a:b].sum(axis=axes)
     parallel_for(len(parts), body)
     return out
 
@@ -133,8 +134,7 @@ class CpuElementwise:
                                widen=False)
         dbias = None
         if bias_grad:
-            dbias = column_sum(dz.reshape(-1, dz.shape[-1])) if dz.flags.c_contiguous else \
-                dz.sum(axis=tuple(range(dz.ndim - 1)))
+            dbias = column_sum(dz)
         return dz, dbias
 
     def _epilogue(self, z, bias, row, dtype):
