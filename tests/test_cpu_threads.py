@@ -408,3 +408,23 @@ def test_a_forked_child_makes_its_own_pool():
         answer = f.read()
     os.waitpid(pid, 0)
     assert answer == b"ok"
+
+
+def test_split_k_weight_gradient_is_as_accurate_as_blas():
+    """A conv's weight gradient (small output, K = every pixel of the batch) is summed in fixed
+    K chunks on the threads: another order than BLAS's, so its error against float64 truth is
+    checked to stay within BLAS's own (and within float32 GEMM's bound), on any thread count."""
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((96, 40000)), rng.standard_normal((40000, 48))
+    truth = a @ b
+    bound = 4 * np.finfo(np.float32).eps * np.sqrt(a.shape[1]) * (np.abs(a) @ np.abs(b))
+    errs = {}
+    for name, threads, pmin in (("one call", 1, ONE_CALL), ("1 thread", 1, BLOCKS),
+                                ("4 threads", 4, BLOCKS)):
+        cpu_threads.configure(threads=threads, parallel_min=pmin)
+        ours = nr.matmul(nr.tensor(a, dtype="float32"), nr.tensor(b, dtype="float32")).numpy()
+        err = np.abs(ours.astype(np.float64) - truth)
+        assert (err <= bound).all(), name
+        errs[name] = (ours, err.max())
+    same_bits(errs["1 thread"][0], errs["4 threads"][0], "split-K on 1 and 4 threads")
+    assert errs["4 threads"][1] <= 1.5 * errs["one call"][1]

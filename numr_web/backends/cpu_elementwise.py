@@ -22,11 +22,24 @@ from ..ops.activations import ACT
 from ..ops.registry import family_names
 from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, row_blocks, split_axis)
-from .cpu_threads import blocks, num_threads, parallel_for, parallel_min
+from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for, parallel_min
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
 _HALF = np.dtype(np.float16) if np else None
 _REDUCERS = ("sum", "mean", "max", "min", "prod")
+# A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
+# is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
+# on the thread count)
+SPLIT_K_MIN = 8192
+SPLIT_K_MAX_OUT = 1 << 18
+SPLIT_K_CHUNK = 2048
+
+
+def split_k(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    return k >= SPLIT_K_MIN and m * n <= SPLIT_K_MAX_OUT and k >= 4 * max(m, n) and \
+        a.dtype.kind == "f" and b.dtype == a.dtype
 
 
 def _widen(x):
@@ -251,10 +264,27 @@ class CpuElementwise:
         return super().reshape(h, shape)
 
     def _gemm(self, a, b):
+        if a.ndim == 2 and b.ndim == 2 and split_k(a, b) and big(a, b):
+            return self._gemm_split_k(_widen(a), _widen(b))
         if b.ndim == 2 and a.ndim > 2 and big(a) and (
                 a.dtype == _HALF or self._needs_copy(a, (-1, a.shape[-1]))):
             a = self._dense_copy(a, np.float32 if a.dtype == _HALF else None)
         return super()._gemm(a, b)
+
+    def _gemm_split_k(self, a, b):
+        """a @ b as a sum of partial products over fixed K chunks, computed in parallel (BLAS at
+        one thread each) and added in chunk order: BLAS splits only M and N among its threads,
+        and a weight gradient's small output (a conv's C*k*k x O) over a long K (every pixel of
+        the batch) keeps few of them busy. A different order of the K sum than BLAS's own, the
+        same for every thread count; its error bound is no larger (tests/test_cpu_threads.py)."""
+        parts = blocks(a.shape[1], SPLIT_K_CHUNK)
+        partial = np.empty((len(parts), a.shape[0], b.shape[1]), np.result_type(a, b))
+
+        def body(i):
+            k0, k1 = parts[i]
+            np.matmul(a[:, k0:k1], b[k0:k1], out=partial[i])
+        parallel_blas_for(len(parts), body)
+        return partial.sum(axis=0)
 
     def unslice(self, g, shape, index):
         if not big(g) or len(shape) < 2 or isinstance(index[0], int) or \

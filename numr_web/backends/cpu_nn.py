@@ -16,10 +16,9 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
-from . import cpu_threads
 from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis
 from .cpu_elementwise import along, column_sum
-from .cpu_threads import blocks, num_threads, parallel_for
+from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
 
 _HALF = np.dtype(np.float16) if np else None
 # Score elements per block of heads: a block's T x T temporaries stay in a core's L2 cache
@@ -100,14 +99,6 @@ class CpuNN:
         per = max(1, min(ATTENTION_BLOCK // max(1, tq * tk), -(-heads // (2 * num_threads()))))
         return batch, views, _batch_blocks(batch, per)
 
-    def _attention_run(self, n, body):
-        """body(i) for each block: in parallel with BLAS at one thread per block, or (BLAS's
-        threads not controllable here, or one thread asked for) block after block."""
-        if num_threads() == 1 or cpu_threads.in_parallel():
-            return parallel_for(n, body, threads=1)
-        with cpu_threads.single_threaded_blas() as ok:
-            parallel_for(n, body, threads=None if ok else 1)
-
     def attention(self, q, k, v, mask, causal, scale):
         tq, tk = q.shape[-2], k.shape[-2]
         if not big(q, k, v) or tk == 0 or q.ndim < 3:
@@ -127,7 +118,7 @@ class CpuNN:
             s /= np.where(ls == 0, 1, ls)
             out[idx] = np.matmul(s, _widen(vb[idx]))
             lse[idx] = (m + np.log(ls))[..., 0]
-        self._attention_run(len(parts), body)
+        parallel_blas_for(len(parts), body)
         return out, lse
 
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
@@ -156,7 +147,7 @@ class CpuNN:
             ds *= p
             dq[idx] = np.matmul(ds, kw) * scale
             dk[idx] = np.matmul(np.swapaxes(ds, -1, -2), qw) * scale
-        self._attention_run(len(parts), body)
+        parallel_blas_for(len(parts), body)
         return dq, dk, dv
 
     # -- convolution ---------------------------------------------------------------------------------

@@ -247,6 +247,16 @@ def parallel_for(n, fn, threads=None):
     pool.run(_Job(fn, n), threads - 1)
 
 
+def parallel_blas_for(n, fn):
+    """parallel_for for blocks that call BLAS: in parallel with BLAS held at one thread (each
+    block's GEMMs on its own core), or, where BLAS's threads cannot be held (no threadpoolctl)
+    or one thread is asked for, block after block with BLAS's own threads."""
+    if num_threads() == 1 or in_parallel():
+        return parallel_for(n, fn, threads=1)
+    with single_threaded_blas() as ok:
+        parallel_for(n, fn, threads=None if ok else 1)
+
+
 def blocks(n, size):
     """[(start, stop), ...] covering range(n) in pieces of `size` (the last may be shorter)."""
     size = max(1, size)
