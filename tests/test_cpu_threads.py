@@ -415,7 +415,7 @@ def test_split_k_weight_gradient_is_as_accurate_as_blas():
     K chunks on the threads: another order than BLAS's, so its error against float64 truth is
     checked to stay within BLAS's own (and within float32 GEMM's bound), on any thread count."""
     rng = np.random.default_rng(13)
-    a, b = rng.standard_normal((96, 40000)), rng.standard_normal((40000, 48))
+    a, b = rng.standard_normal((96, 40960)), rng.standard_normal((40960, 48))
     truth = a @ b
     bound = 4 * np.finfo(np.float32).eps * np.sqrt(a.shape[1]) * (np.abs(a) @ np.abs(b))
     errs = {}

@@ -30,7 +30,7 @@ _REDUCERS = ("sum", "mean", "max", "min", "prod")
 # A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
 # is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
 # on the thread count)
-SPLIT_K_MIN = 8192
+SPLIT_K_MIN = 1 << 15
 SPLIT_K_MAX_OUT = 1 << 18
 SPLIT_K_CHUNK = 2048
 
