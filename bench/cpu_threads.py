@@ -173,8 +173,8 @@ def primitive_profile(step):
 TORCH_CHILD = r"""
 import json, statistics, sys, time, torch
 import torch.nn as tnn, torch.nn.functional as F
-name, threads, steps, cfg, batch, data = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
-    json.loads(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+name, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cfg, batch, data = json.loads(sys.stdin.read())
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 if name == "linear":
@@ -245,9 +245,8 @@ print(json.dumps({"ms": statistics.median(ts), "version": torch.__version__}))
 def torch_ms(name, threads, steps, scale):
     cfg, batch = shapes(name, scale)
     data = batch_data(name, cfg, batch) if name != "linear" else None
-    out = subprocess.run([sys.executable, "-c", TORCH_CHILD, name, str(threads), str(steps),
-                          json.dumps(cfg), json.dumps(batch), json.dumps(data)],
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", TORCH_CHILD, name, str(threads), str(steps)],
+                         input=json.dumps([cfg, batch, data]), capture_output=True, text=True)
     if out.returncode != 0:
         lines = out.stderr.strip().splitlines()
         raise RuntimeError(lines[-1] if lines else f"exit status {out.returncode}")
