@@ -1,13 +1,15 @@
 """The cpu backend's elementwise primitives on many cores: unary / binary / where / casts,
-activations and their fused backward, the GEMM's bias + activation epilogue, reductions along
-kept axes, softmax and copies, each cut into blocks (cpu_blocks.py) that the worker threads run
-(cpu_threads.py). Ops below cpu_threads.parallel_min() elements take ArrayBackend's one-call
-path.
+activations and their fused backward, the GEMM's bias + activation epilogue, reductions and
+argmax along kept axes, softmax, copies and transposing reshapes, each cut into blocks
+(cpu_blocks.py) that the worker threads run (cpu_threads.py); and split-K for GEMMs with a long
+K and a small output. Ops below cpu_threads.parallel_min() elements take ArrayBackend's
+one-call path.
 
 Every block runs the same numpy code on its part as the one-call path runs on the whole array,
 so results are bit-identical to it: elementwise work per element; reductions are split along
 the axes they keep, never along the axes they add up, so each sum adds its terms in the same
-order. float16 is computed in float32 per block and rounded once, into the output.
+order (split-K alone adds a GEMM's K in another, fixed, order). float16 is computed in float32
+per block and rounded once, into the output.
 A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
 from __future__ import annotations
 

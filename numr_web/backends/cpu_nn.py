@@ -1,8 +1,9 @@
 """The cpu backend's nn primitives on many cores: layer / RMS norm (blocks of rows; the weight
 and bias gradients as column sums), attention (blocks of heads, each block's scores, softmax and
 products done before the next block, so its T x T temporaries stay in cache; BLAS held at one
-thread per block meanwhile), im2col / col2im (blocks of images), the embedding's gather and
-its gradient's scatter-add (blocks of columns). Small inputs take ArrayNN's one-call path.
+thread per block meanwhile), im2col / col2im (blocks of images), gather and scatter-add
+(blocks along a dim of the index the op does not index; the embedding's gradient sorted into
+rounds of rows instead of np.add.at). Small inputs take ArrayNN's one-call path.
 
 Each block computes exactly what the one-call path computes for its rows, heads, images or
 columns (the same numpy calls, the same order of every sum), so results are bit-identical.
