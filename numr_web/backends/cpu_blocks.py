@@ -19,6 +19,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from . import cpu_threads
+from .cpu_threads import SETTINGS, settings
 
 # Elements per block of a multi-pass formula (an activation, a norm): its temporaries stay in a
 # core's L2 cache between passes.
@@ -28,8 +29,9 @@ MIN_BLOCK = 1 << 15
 
 
 def big(*arrays):
-    """Whether an op on these operands is large enough for blocks (cpu_threads.parallel_min)."""
-    m = cpu_threads.parallel_min()
+    """Whether an op on these operands is large enough for blocks (cpu_threads.parallel_min).
+    (The hottest methods inline this test: a small op must cost what it did before blocks.)"""
+    m = (SETTINGS[0] or settings())[1]
     for a in arrays:
         if getattr(a, "size", 0) >= m:
             return True

@@ -24,7 +24,8 @@ from ..ops.activations import ACT
 from ..ops.registry import family_names
 from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, row_blocks, split_axis)
-from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for, parallel_min
+from .cpu_threads import (SETTINGS, blocks, num_threads, parallel_blas_for, parallel_for,
+                          parallel_min, settings)
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
 _HALF = np.dtype(np.float16) if np else None
@@ -101,12 +102,12 @@ class CpuElementwise:
         return out
 
     def unary(self, op, h):
-        if not big(h):
+        if h.size < (SETTINGS[0] or settings())[1]:
             return super().unary(op, h)
         return self._blocked(self._ufuncs.get(op) or self._ufunc(op), h.dtype, [h])
 
     def binary(self, op, a, b):
-        if not big(a, b):
+        if getattr(a, "size", 0) < (SETTINGS[0] or settings())[1] > getattr(b, "size", 0):
             return super().binary(op, a, b)
         if self._compare is None:
             self._compare = frozenset(family_names("compare"))
@@ -126,7 +127,7 @@ class CpuElementwise:
         return self._blocked(_same, self._np_dtype[dtype], [h], widen=False)
 
     def activation(self, name, z, fn="fwd"):
-        if not big(z):
+        if z.size < (SETTINGS[0] or settings())[1]:
             return super().activation(name, z, fn)
         f = getattr(ACT[name].np, _FN[fn])
         fresh = fn == "fwd" and not ACT[name].np.keeps_z     # the formula writes into its argument
@@ -261,7 +262,8 @@ class CpuElementwise:
             return False
 
     def reshape(self, h, shape):
-        if big(h) and h.ndim and not h.flags.c_contiguous and self._needs_copy(h, shape):
+        if h.size >= (SETTINGS[0] or settings())[1] and h.ndim and not h.flags.c_contiguous and \
+                self._needs_copy(h, shape):
             return self._dense_copy(h).reshape(shape)
         return super().reshape(h, shape)
 

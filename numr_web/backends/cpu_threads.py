@@ -91,7 +91,7 @@ def _knob(env, default):
 
 _KNOBS = {ENV: "the threads the cpu device may use; 1 runs single-threaded",
           MIN_ENV: "ops on fewer elements than this run in one numpy call in the calling thread"}
-_settings = [None]                 # (threads, parallel_min): the process's, read once
+SETTINGS = [None]                  # (threads, parallel_min): the process's, read once
 
 
 def configure(threads=None, parallel_min=None):
@@ -99,31 +99,34 @@ def configure(threads=None, parallel_min=None):
     the whole process (as torch.set_num_threads); a value left out is read from its environment
     variable, NUMR_CPU_THREADS / NUMR_CPU_PARALLEL_MIN, else its default (the CPUs this process
     may use / PARALLEL_MIN). Returns the previous (threads, parallel_min)."""
-    before = _settings[0]
+    before = SETTINGS[0]
     for name, v in (("threads", threads), ("parallel_min", parallel_min)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise BackendUnavailableError(f"cpu configure: {name} must be a positive int, got "
                                           f"{v!r}")
-    _settings[0] = (threads or _knob(ENV, _cpus()), parallel_min or _knob(MIN_ENV, PARALLEL_MIN))
-    return before if before is not None else _settings[0]
+    SETTINGS[0] = (threads or _knob(ENV, _cpus()), parallel_min or _knob(MIN_ENV, PARALLEL_MIN))
+    return before if before is not None else SETTINGS[0]
+
+
+def settings():
+    """(threads, parallel_min) of this process, read from the environment at the first call.
+    Hot paths read SETTINGS[0] (None until then) and call this only when it is None."""
+    if SETTINGS[0] is None:
+        configure()
+    return SETTINGS[0]
 
 
 def num_threads():
     """Threads a parallel call may use (configure(); 1 in Pyodide, which has no threads)."""
     if sys.platform == "emscripten":
         return 1
-    return (_settings[0] or _read())[0]
+    return (SETTINGS[0] or settings())[0]
 
 
 def parallel_min():
     """Ops on fewer elements run as one numpy call in the calling thread (configure()): handing
     work to threads costs microseconds, so a small model's ops stay as fast as before."""
-    return (_settings[0] or _read())[1]
-
-
-def _read():
-    configure()
-    return _settings[0]
+    return (SETTINGS[0] or settings())[1]
 
 
 def in_parallel():
