@@ -428,3 +428,15 @@ def test_split_k_weight_gradient_is_as_accurate_as_blas():
         errs[name] = (ours, err.max())
     same_bits(errs["1 thread"][0], errs["4 threads"][0], "split-K on 1 and 4 threads")
     assert errs["4 threads"][1] <= 1.5 * errs["one call"][1]
+
+
+def test_ieee_results_raise_no_warning_in_helper_threads():
+    """inf, NaN and division by zero are answers (as in torch), in every thread: the helpers
+    run blocks under the caller's numpy error state."""
+    import warnings
+    cpu_threads.configure(threads=4, parallel_min=BLOCKS)
+    x = nr.tensor(np.linspace(-1000, 1000, 1 << 16, dtype=np.float32).reshape(256, 256))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = [nr.exp(x), x / (x * 0), nr.log(x), nr.gelu(x), nr.softmax(x * 1e30, 1)]
+    assert np.isinf(out[0].numpy()).any() and np.isnan(out[1].numpy()).any()

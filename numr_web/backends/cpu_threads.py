@@ -134,9 +134,19 @@ def in_parallel():
     return getattr(_local, "depth", 0) > 0
 
 
+def _np1_errstate():
+    """numpy 1.x keeps its floating-point error state per thread, not in a context variable:
+    the caller's, for its helpers (None on numpy >= 2, or without numpy)."""
+    np = sys.modules.get("numpy")
+    if np is None or not np.__version__.startswith("1."):
+        return None
+    return np.geterr()
+
+
 class _Job:
     """One parallel call: blocks 0..n-1 of fn, taken one at a time by the caller and helpers."""
-    __slots__ = ("fn", "n", "next", "lock", "helpers", "claimed", "error", "done", "context")
+    __slots__ = ("fn", "n", "next", "lock", "helpers", "claimed", "error", "done", "context",
+                 "errstate")
 
     def __init__(self, fn, n):
         self.fn, self.n, self.next = fn, n, 0
@@ -145,7 +155,16 @@ class _Job:
         self.claimed = False        # every block taken (no helper joins after this)
         self.error = None
         self.done = None            # an Event the caller waits on while helpers finish
-        self.context = contextvars.copy_context()
+        self.context = contextvars.copy_context()     # numpy >= 2 keeps its error state here
+        self.errstate = _np1_errstate()
+
+    def helper_work(self):
+        """work() in a helper thread, under the caller's context (and numpy 1.x error state)."""
+        if self.errstate is None:
+            return self.context.copy().run(self.work)
+        import numpy
+        with numpy.errstate(**self.errstate):
+            return self.context.copy().run(self.work)
 
     def work(self):
         """Run blocks until none is left (or one failed)."""
@@ -194,7 +213,7 @@ class _Pool:
                         jobs.popleft()
                         continue
                     job.helpers += 1
-            job.context.copy().run(job.work)
+            job.helper_work()
             with job.lock:
                 job.helpers -= 1
                 last = job.helpers == 0 and job.done is not None
