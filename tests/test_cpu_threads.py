@@ -435,7 +435,7 @@ def test_ieee_results_raise_no_warning_in_helper_threads():
     run blocks under the caller's numpy error state."""
     import warnings
     cpu_threads.configure(threads=4, parallel_min=BLOCKS)
-    x = nr.tensor(np.linspace(-1000, 1000, 1 << 16, dtype=np.float32).reshape(256, 256))
+    x = nr.tensor(np.linspace(-1000, 1000, 1 << 20, dtype=np.float32).reshape(1024, 1024))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = [nr.exp(x), (x - x) / (x - x), nr.log(x), nr.gelu(x), nr.softmax(x * 1e30, 1)]
