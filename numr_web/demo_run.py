@@ -36,17 +36,19 @@ MODEL_THREADS = {"mlp": 1, "cnn": 1, "gpt": 1}
 def cpu_threads(local_processes=1, env=None, max_threads=None):
     """Give OpenBLAS/OpenMP an even share of this machine's cores per local process (at most
     max_threads), unless the user set the variables: e.g. two MPI ranks on two cores get one
-    thread each instead of two each (which oversubscribes the cores). Must run before numpy is
-    imported."""
+    thread each instead of two each (which oversubscribes the cores); several local processes
+    also get that share as NUMR_CPU_THREADS. Must run before numpy is imported."""
     env = os.environ if env is None else env
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    n = max(1, cores // max(1, local_processes))
-    n = str(min(n, max_threads) if max_threads else n)
+    share = max(1, cores // max(1, local_processes))
+    n = str(min(share, max_threads) if max_threads else share)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, n)
+    if local_processes > 1:              # the cpu device's own threads: the same share each
+        env.setdefault("NUMR_CPU_THREADS", str(share))
 
 
 def accuracy_arg(text):

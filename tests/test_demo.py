@@ -182,10 +182,11 @@ def test_cpu_threads_share_the_cores_and_keep_the_users_choice():
     env = {"OMP_NUM_THREADS": "7"}
     cpu_threads(2, env)
     assert env == {"OMP_NUM_THREADS": "7", "OPENBLAS_NUM_THREADS": str(max(1, cores // 2)),
-                   "MKL_NUM_THREADS": str(max(1, cores // 2))}
+                   "MKL_NUM_THREADS": str(max(1, cores // 2)),
+                   "NUMR_CPU_THREADS": str(max(1, cores // 2))}
     env = {}
     cpu_threads(1, env, max_threads=1)
-    assert set(env.values()) == {"1"}
+    assert set(env.values()) == {"1"} and "NUMR_CPU_THREADS" not in env
 
 
 def test_cnn_and_gpt_demos_learn_on_every_device(device):

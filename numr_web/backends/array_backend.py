@@ -210,8 +210,13 @@ class ArrayBackend(ArrayNN, Backend):
         if op == "mean" and h.size == 0:     # numpy warns "Mean of empty slice" (warnings.warn,
             out = self.xp.sum(h, axis=axes, keepdims=keepdims) / 0.0   # not errstate): 0/0
             return self._asarray(out, h.dtype)
+        return self._reduce(op, h, axes, keepdims, self._pairwise(h, axes))
+
+    def _reduce(self, op, h, axes, keepdims, pairwise):
+        """reduce with the accumulation chosen: pairwise (numpy's own float sum) or, where
+        numpy would add one row at a time, in float64."""
         if op in ("sum", "mean") and h.dtype.kind == "f" and h.dtype.itemsize < 8 and \
-                not self._pairwise(h, axes):
+                not pairwise:
             out = getattr(self.xp, op)(h, axis=axes, keepdims=keepdims, dtype=self.xp.float64)
             return self._asarray(out, h.dtype)
         out = getattr(self.xp, op)(self._widen(h), axis=axes, keepdims=keepdims)
@@ -288,12 +293,15 @@ class ArrayBackend(ArrayNN, Backend):
         return self._asarray(self._gemm(a, b), a.dtype)
 
     def gemm_bias_act(self, a, b, bias, act):
-        row = ACT[act]
-        z = self._gemm(a, b)                                 # the GEMM runs once; bias and the
-        if bias is not None:                                  # activation are applied in place
+        return self._epilogue(self._gemm(a, b), bias, ACT[act], a.dtype)   # the GEMM runs once
+
+    def _epilogue(self, z, bias, row, dtype):
+        """(y, z or None) of the fused layer from the GEMM's fresh z: the bias and the activation
+        applied in place."""
+        if bias is not None:
             z += self._widen(bias)
         y = row.np.fwd(self.xp, z.copy() if row.saves == "z" and not row.np.keeps_z else z)
-        return self._asarray(y, a.dtype), (self._asarray(z, a.dtype) if row.saves == "z" else None)
+        return self._asarray(y, dtype), (self._asarray(z, dtype) if row.saves == "z" else None)
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
         if dy.ndim == 0:               # the formulas write in place (out=): give them arrays

@@ -161,25 +161,44 @@ class ArrayNN(ArrayCNN):
             cols.reshape(n, c * kh * kw, oh * ow)
 
     def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
-        xp = self.xp
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-        n, c, h, w = x_shape
-        oh, ow = self._out_size(h, kh, sh, ph, dh), self._out_size(w, kw, sw, pw, dw)
-        acc = xp.float32 if cols.dtype == xp.float16 else cols.dtype
-        out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
-        if cn:
-            c6, dst = cols.reshape(c, kh, kw, n, oh, ow), out.transpose(1, 0, 2, 3)
+        n, c = x_shape[:2]
+        oh, ow = self._conv_out(x_shape, kernel, stride, padding, dilation)
+        if cn:                      # (C*kh*kw, N*OH*OW) columns: to the windows' (N, C, ...) view
+            c6 = cols.reshape(c, kernel[0], kernel[1], n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         else:
-            c6, dst = cols.reshape(n, c, kh, kw, oh, ow), out
+            c6 = cols.reshape(n, c, kernel[0], kernel[1], oh, ow)
+        return self._col2im_sum(c6, x_shape, kernel, stride, padding, dilation)
+
+    def _conv_out(self, x_shape, kernel, stride, padding, dilation):
+        return tuple(self._out_size(x_shape[2 + i], kernel[i], stride[i], padding[i], dilation[i])
+                     for i in range(2))
+
+    def _im2col_into(self, cols, x, kernel, stride, padding, dilation, pad_value):
+        """cols (N, C, kh, kw, OH, OW) = x's windows (x (N, C, H, W), padded by pad_value)."""
+        (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+        oh, ow = cols.shape[-2:]
+        xpad = self._padded(x, padding, pad_value)
         for i in range(kh):
             for j in range(kw):
-                dst[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
-                    j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, i, j] if cn else c6[:, :, i, j]
-        if ph == 0 and pw == 0 and out.dtype == cols.dtype:
-            return out
-        return xp.ascontiguousarray(out[:, :, ph:ph + h, pw:pw + w]).astype(cols.dtype,
-                                                                              copy=False)
+                cols[:, :, i, j] = xpad[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                                        j * dw:j * dw + sw * (ow - 1) + 1:sw]
 
+    def _col2im_sum(self, c6, x_shape, kernel, stride, padding, dilation):
+        """The windows c6 (N, C, kh, kw, OH, OW) summed back into (N, C, H, W), window by window
+        in (i, j) order (a fixed summation order)."""
+        xp = self.xp
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        n, c, h, w = c6.shape[0], c6.shape[1], x_shape[2], x_shape[3]
+        oh, ow = c6.shape[-2:]
+        acc = xp.float32 if c6.dtype == xp.float16 else c6.dtype
+        out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
+        for i in range(kh):
+            for j in range(kw):
+                out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                    j * dw:j * dw + sw * (ow - 1) + 1:sw] += c6[:, :, i, j]
+        if ph == 0 and pw == 0 and out.dtype == c6.dtype:
+            return out
+        return xp.ascontiguousarray(out[:, :, ph:ph + h, pw:pw + w]).astype(c6.dtype, copy=False)
 
 def _prod(shape):
     n = 1

@@ -1,4 +1,7 @@
-"""The cpu device: numpy. The reference semantics every other backend is tested against."""
+"""The cpu device: numpy. The reference semantics every other backend is tested against.
+Large ops run on every core the process may use (NUMR_CPU_THREADS; cpu_threads.py): the
+elementwise work in cpu_elementwise.py, the nn primitives in cpu_nn.py, bit-identical to the
+one-call numpy code of ArrayBackend they fall back to for small inputs."""
 from __future__ import annotations
 
 import os
@@ -6,6 +9,9 @@ import os
 from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
 from .checks import Check, call_site
+from .cpu_elementwise import CpuElementwise
+from .cpu_nn import CpuNN
+from .cpu_threads import ENV, num_threads
 
 
 def _physical_memory():
@@ -15,7 +21,7 @@ def _physical_memory():
         return 2 ** 62
 
 
-class NumpyBackend(ArrayBackend):
+class NumpyBackend(CpuNN, CpuElementwise, ArrayBackend):
     device = "cpu"
     dlpack_device_types = (1,)     # kDLCPU
 
@@ -35,7 +41,8 @@ class NumpyBackend(ArrayBackend):
 
     def info(self):
         import numpy
-        d = {"library": f"numpy {numpy.__version__}"}
+        d = {"library": f"numpy {numpy.__version__}",
+             "threads": f"{num_threads()} ({ENV} or the CPUs this process may use)"}
         try:
             from threadpoolctl import threadpool_info
             blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]

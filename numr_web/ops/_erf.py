@@ -5,10 +5,6 @@ float32/float16: scipy.special.erf when installed, else a float64 series rounded
 from __future__ import annotations
 
 import math
-import os
-import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 # numpy has no erf. float64: the C library's erf (math.erf, <= 1 ulp), vectorised.
 # float32/float16: scipy.special.erf when installed (fast), else the float64 series below rounded
@@ -30,61 +26,10 @@ def erf(xp, x):
     return _blocked(xp, x, fn)
 
 
-# Large float32 arrays go through erf in cache-sized blocks (the series makes many passes over its
-# data: in L2 they are several times faster than through memory), spread over the CPU's cores as
-# torch spreads its elementwise kernels (numpy releases the GIL inside each pass).
+# Large float32 arrays go through erf in cache-sized blocks: the series makes many passes over
+# its data, several times faster in L2 than through memory. (The cpu backend spreads an op's
+# blocks over the cores itself: numr_web/backends/cpu_threads.py; this module runs no threads.)
 BLOCK = 1 << 15
-_POOL_NAME = "numr-cpu"
-_pool_state = {"pool": None}       # the process's one worker pool, made on first use
-_pool_lock = threading.Lock()
-
-
-def _forget_pool():
-    # a forked child inherits the pool object but not its threads (nor a lock another thread may
-    # have held): it makes its own
-    global _pool_lock
-    _pool_lock = threading.Lock()
-    _pool_state["pool"] = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _get_pool():
-    with _pool_lock:
-        if _pool_state["pool"] is None:
-            _pool_state["pool"] = ThreadPoolExecutor(max_workers=_workers(),
-                                                     thread_name_prefix=_POOL_NAME)
-        return _pool_state["pool"]
-
-
-def _workers():
-    if sys.platform == "emscripten":       # Pyodide: no threads
-        return 1
-    try:
-        return max(1, min(8, len(os.sched_getaffinity(0))))
-    except AttributeError:
-        return max(1, min(8, os.cpu_count() or 1))
-
-
-def _run(task, items):
-    """task(item) for each item, spread over the CPU's cores: the first in the calling thread, the
-    others in one pool for the process (each call only submits and waits: tasks never wait on one
-    another). Called from one of the pool's own threads (a task that needs erf), everything runs
-    in that thread: waiting there on work queued behind it could deadlock the pool."""
-    items = list(items)
-    if _workers() == 1 or len(items) == 1 or \
-            threading.current_thread().name.startswith(_POOL_NAME):
-        for i in items:
-            task(i)
-        return
-    futures = [_get_pool().submit(task, i) for i in items[1:]]
-    try:
-        task(items[0])
-    finally:
-        for f in futures:
-            f.result()
 
 
 def _blocked(xp, x, fn):
@@ -94,15 +39,13 @@ def _blocked(xp, x, fn):
         return one(x)
     flat = xp.ascontiguousarray(x).reshape(-1)
     out = xp.empty_like(flat)
-
-    def run(i):
+    for i in range(0, flat.size, BLOCK):
         out[i:i + BLOCK] = one(flat[i:i + BLOCK])
-    _run(run, range(0, flat.size, BLOCK))
     return out.reshape(x.shape)
 
 
 # in_blocks' block: its float64 work arrays and operand slices (~1.5 MiB) stay in a core's L2;
-# smaller blocks cost more Python calls, and two threads then wait on each other's GIL hand-offs.
+# smaller blocks cost more Python calls.
 CHUNK = 1 << 16
 
 
@@ -111,8 +54,8 @@ def in_blocks(xp, fn, dtype, *arrays, out=None, scratch=2, work=None):
     `out` when given, which may be one of the arrays: fn reads each block before writing it) using
     `scratch` work arrays in bufs (of dtype `work`, float64 unless given) and no others. Large dense
     numpy arrays of one shape go block by block (CHUNK elements, so that the work arrays stay in
-    cache), the blocks spread over the CPU's cores, each thread's work arrays allocated once per
-    call; elsewhere (cupy, small, broadcast or strided operands) one call on the whole arrays."""
+    cache, allocated once per call); elsewhere (cupy, small, broadcast or strided operands) one
+    call on the whole arrays."""
     work = xp.float64 if work is None else work
     shape = xp.broadcast(*arrays).shape if len(arrays) > 1 else arrays[0].shape
     out = xp.empty(shape, dtype) if out is None else out
@@ -123,21 +66,10 @@ def in_blocks(xp, fn, dtype, *arrays, out=None, scratch=2, work=None):
         return out
     flat = [a.reshape(-1) for a in arrays]
     o = out.reshape(-1)
-    starts = iter(range(0, n, CHUNK))
-    lock = threading.Lock()
-
-    def worker(_):
-        # each thread takes the next block when done with one: a thread slowed by other work on its
-        # core (an idle BLAS thread spins for a while after each GEMM) takes fewer blocks
-        bufs = [xp.empty(CHUNK, work) for _ in range(scratch)]
-        while True:
-            with lock:
-                i = next(starts, None)
-            if i is None:
-                return
-            k = min(CHUNK, n - i)
-            fn(xp, o[i:i + k], [b[:k] for b in bufs], *[a[i:i + k] for a in flat])
-    _run(worker, range(min(_workers(), -(-n // CHUNK))))
+    bufs = [xp.empty(CHUNK, work) for _ in range(scratch)]
+    for i in range(0, n, CHUNK):
+        k = min(CHUNK, n - i)
+        fn(xp, o[i:i + k], [b[:k] for b in bufs], *[a[i:i + k] for a in flat])
     return out
 
 

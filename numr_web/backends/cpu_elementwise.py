@@ -1,0 +1,307 @@
+"""The cpu backend's elementwise primitives on many cores: unary / binary / where / casts,
+activations and their fused backward, the GEMM's bias + activation epilogue, reductions and
+argmax along kept axes, softmax, copies and transposing reshapes, each cut into blocks
+(cpu_blocks.py) that the worker threads run (cpu_threads.py); and split-K for GEMMs with a long
+K and a small output. Ops below cpu_threads.parallel_min() elements take ArrayBackend's
+one-call path.
+
+Every block runs the same numpy code on its part as the one-call path runs on the whole array,
+so results are bit-identical to it: elementwise work per element; reductions are split along
+the axes they keep, never along the axes they add up, so each sum adds its terms in the same
+order (split-K alone adds a GEMM's K in another, fixed, order). float16 is computed in float32
+per block and rounded once, into the output.
+A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
+from __future__ import annotations
+
+import math
+
+try:
+    import numpy as np
+except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
+    np = None
+
+from ..ops.activations import ACT
+from ..ops.registry import family_names
+from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
+                         one_pass_block, row_blocks, split_axis)
+from .cpu_threads import (SETTINGS, blocks, num_threads, parallel_blas_for, parallel_for,
+                          parallel_min, settings)
+
+_FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
+_HALF = np.dtype(np.float16) if np else None
+_REDUCERS = ("sum", "mean", "max", "min", "prod")
+# A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
+# is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
+# on the thread count)
+SPLIT_K_MIN = 1 << 15
+SPLIT_K_MAX_OUT = 1 << 18
+SPLIT_K_CHUNK = 2048
+
+
+def split_k(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    return k >= SPLIT_K_MIN and m * n <= SPLIT_K_MAX_OUT and k >= 4 * max(m, n) and \
+        a.dtype.kind == "f" and b.dtype == a.dtype
+
+
+def _widen(x):
+    return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
+
+
+def _same(x):
+    return x
+
+
+def column_sum(x):
+    """x summed over every axis but the last, the last axis's columns spread over the threads:
+    a split along the one axis the sum keeps, so each column adds its terms in numpy's order
+    and the result is bit-identical to numpy's one call (any layout)."""
+    axes = tuple(range(x.ndim - 1))
+    cols = x.shape[-1]
+    out = np.empty(cols, x.dtype)
+    parts = column_blocks(cols, x.size // max(1, cols))
+
+    def body(i):
+        a, b = parts[i]
+        out[a:b] = x[..., a:b].sum(axis=axes)
+    parallel_for(len(parts), body)
+    return out
+
+
+def along(nd, axis, a, b):
+    """The index of [a:b) along one axis of an nd-dim array."""
+    idx = [slice(None)] * nd
+    idx[axis] = slice(a, b)
+    return tuple(idx)
+
+
+class CpuElementwise:
+    # -- elementwise -----------------------------------------------------------------------------
+    def _blocked(self, fn, out_dtype, operands, block=None, widen=True):
+        """fn(*operands) elementwise into a new array of out_dtype, laid out as numpy's one call
+        would, block by block (operands broadcast together; float16 operands widened to
+        float32 per block when `widen`)."""
+        shape = np.broadcast_shapes(*(np.shape(x) for x in operands))
+        probe = fn(*[_widen(corner(x)) if widen else corner(x) for x in operands])
+        plan = Plan(shape, operands, one_pass_block(math.prod(shape)) if block is None else block,
+                    layout(probe, len(shape)))
+        out = plan.alloc(out_dtype)
+        src = [plan.prepare(x) for x in operands]
+        dst = plan.prepare(out)
+        direct = isinstance(fn, np.ufunc) and getattr(probe, "dtype", None) == out.dtype and \
+            not (widen and any(getattr(x, "dtype", None) == _HALF for x in operands))
+
+        def body(i):
+            args = [plan.view(s, i) for s in src]
+            if direct:                           # the ufunc's own result dtype: write into out
+                fn(*args, out=plan.view(dst, i))
+            else:
+                plan.view(dst, i)[...] = fn(*[_widen(a) for a in args] if widen else args)
+        parallel_for(plan.n, body)
+        return out
+
+    def unary(self, op, h):
+        if h.size < (SETTINGS[0] or settings())[1]:
+            return super().unary(op, h)
+        return self._blocked(self._ufuncs.get(op) or self._ufunc(op), h.dtype, [h])
+
+    def binary(self, op, a, b):
+        if getattr(a, "size", 0) < (SETTINGS[0] or settings())[1] > getattr(b, "size", 0):
+            return super().binary(op, a, b)
+        if self._compare is None:
+            self._compare = frozenset(family_names("compare"))
+        dtype = a.dtype if hasattr(a, "dtype") else b.dtype
+        return self._blocked(self._ufuncs.get(op) or self._ufunc(op),
+                             self._bool if op in self._compare else dtype, [a, b])
+
+    def where(self, cond, a, b):
+        if not big(cond, a, b):
+            return super().where(cond, a, b)
+        dt = a.dtype if hasattr(a, "dtype") else b.dtype
+        return self._blocked(np.where, dt, [cond, a, b], widen=False)
+
+    def astype(self, h, dtype):
+        if not big(h) or (dtype.name == "bool" and h.dtype.kind == "f"):
+            return super().astype(h, dtype)
+        return self._blocked(_same, self._np_dtype[dtype], [h], widen=False)
+
+    def activation(self, name, z, fn="fwd"):
+        if z.size < (SETTINGS[0] or settings())[1]:
+            return super().activation(name, z, fn)
+        f = getattr(ACT[name].np, _FN[fn])
+        fresh = fn == "fwd" and not ACT[name].np.keeps_z     # the formula writes into its argument
+
+        def one(x):
+            w = _widen(x)
+            return f(np, w.copy() if fresh and w is x else w)
+        return self._blocked(one, z.dtype, [z], block=CACHE_BLOCK, widen=False)
+
+    def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        if not big(dy) or dy.ndim == 0 or dy.shape != s.shape or dy.dtype == _HALF or \
+                (y is not None and y.shape != dy.shape):
+            return super().act_backward(act, dy, s, y, bias_grad)
+        if act == "none":
+            dz = dy
+        else:
+            d1 = ACT[act].np.d1
+            ops = [dy, s] if y is None else [dy, s, y]
+            dz = self._blocked(lambda *v: d1(np, *v), dy.dtype, ops, block=CACHE_BLOCK,
+                               widen=False)
+        dbias = None
+        if bias_grad:
+            dbias = column_sum(dz)
+        return dz, dbias
+
+    def _epilogue(self, z, bias, row, dtype):
+        if z.size < parallel_min() or z.ndim == 0 or not z.flags.c_contiguous:
+            return super()._epilogue(z, bias, row, dtype)
+        n = z.shape[-1]
+        z2 = z.reshape(-1, n)
+        bw = None if bias is None else _widen(bias)
+        keep_z = row.saves == "z"
+        in_place = not keep_z and z.dtype == dtype      # y overwrites z (nobody keeps z)
+        y2 = z2 if in_place else np.empty(z2.shape, dtype)
+        zs2 = z2 if not keep_z or z.dtype == dtype else np.empty(z2.shape, dtype)
+        fresh = keep_z and not row.np.keeps_z            # the formula would overwrite z
+        parts = row_blocks(z2.shape[0], n)
+
+        def body(i):
+            r0, r1 = parts[i]
+            zb = z2[r0:r1]
+            if bw is not None:
+                zb += bw
+            if row.name != "none" or not in_place:
+                yb = row.np.fwd(np, zb.copy() if fresh else zb)
+                if not (in_place and yb is zb):
+                    y2[r0:r1] = yb
+            if zs2 is not z2:
+                zs2[r0:r1] = zb
+        parallel_for(len(parts), body)
+        return y2.reshape(z.shape), (zs2.reshape(z.shape) if keep_z else None)
+
+    # -- reductions along kept axes, softmax along the others ------------------------------------------
+    def reduce(self, op, h, axes, keepdims):
+        kept = [d for d in range(h.ndim) if d not in axes]
+        ax = split_axis(h, kept)
+        if not big(h) or ax is None or op not in _REDUCERS:
+            return super().reduce(op, h, axes, keepdims)
+        pairwise = self._pairwise(h, axes)      # the whole array's choice, for every block
+        parts = blocks(h.shape[ax], -(-h.shape[ax] // (2 * num_threads())))
+        base = super()
+        shape = tuple(1 if d in axes else h.shape[d] for d in range(h.ndim))
+        out = alloc(shape, h.dtype, layout(base._reduce(op, corner(h), axes, True, pairwise),
+                                           h.ndim))
+
+        def body(i):
+            idx = along(h.ndim, ax, *parts[i])
+            out[idx] = base._reduce(op, h[idx], axes, True, pairwise)
+        parallel_for(len(parts), body)
+        return out if keepdims else out.reshape([h.shape[d] for d in kept])
+
+    def argmax(self, h, axis, keepdims):
+        axis = None if axis is None or h.ndim == 0 else axis % h.ndim
+        ax = None if axis is None else split_axis(h, [d for d in range(h.ndim) if d != axis])
+        if not big(h) or ax is None:
+            return super().argmax(h, axis, keepdims)
+        parts = blocks(h.shape[ax], -(-h.shape[ax] // (2 * num_threads())))
+        base = super()
+        shape = tuple(1 if d == axis else h.shape[d] for d in range(h.ndim))
+        out = alloc(shape, np.int32, layout(base.argmax(corner(h), axis, True), h.ndim))
+
+        def body(i):
+            idx = along(h.ndim, ax, *parts[i])
+            out[idx] = base.argmax(h[idx], axis, True)
+        parallel_for(len(parts), body)
+        return out if keepdims else out.reshape(h.shape[:axis] + h.shape[axis + 1:])
+
+    def softmax(self, h, axis, log):
+        ax = split_axis(h, [d for d in range(h.ndim) if d != axis])
+        if not big(h) or ax is None:
+            return super().softmax(h, axis, log)
+        parts = row_blocks(h.shape[ax], h.size // h.shape[ax])
+        base = super()
+        out = alloc(h.shape, h.dtype, layout(base.softmax(corner(h), axis, log), h.ndim))
+
+        def body(i):
+            idx = along(h.ndim, ax, *parts[i])
+            out[idx] = base.softmax(h[idx], axis, log)
+        parallel_for(len(parts), body)
+        return out
+
+    # -- copies ---------------------------------------------------------------------------------------
+    def _dense_copy(self, h, dtype=None):
+        """A C-contiguous copy of h (cast to dtype), block by block."""
+        out = np.empty(h.shape, h.dtype if dtype is None else dtype)
+        plan = Plan(h.shape, [out, h], one_pass_block(h.size))
+        src, dst = plan.prepare(h), plan.prepare(out)
+
+        def body(i):
+            np.copyto(plan.view(dst, i), plan.view(src, i), casting="unsafe")
+        parallel_for(plan.n, body)
+        return out
+
+    def copy(self, h):
+        if not big(h) or h.ndim == 0:
+            return super().copy(h)
+        return self._dense_copy(h)
+
+    def contiguous(self, h):
+        if h.flags.c_contiguous or not big(h) or h.ndim == 0:
+            return super().contiguous(h)
+        return self._dense_copy(h)
+
+    def _needs_copy(self, h, shape):
+        """Whether h.reshape(shape) must copy (numpy >= 2.1 says so; older numpy: unknown)."""
+        try:
+            np.reshape(h, shape, copy=False)
+            return False
+        except ValueError:
+            return True
+        except TypeError:
+            return False
+
+    def reshape(self, h, shape):
+        if h.size >= (SETTINGS[0] or settings())[1] and h.ndim and not h.flags.c_contiguous and \
+                self._needs_copy(h, shape):
+            return self._dense_copy(h).reshape(shape)
+        return super().reshape(h, shape)
+
+    def _gemm(self, a, b):
+        if a.ndim == 2 and b.ndim == 2 and split_k(a, b) and big(a, b):
+            return self._gemm_split_k(_widen(a), _widen(b))
+        if b.ndim == 2 and a.ndim > 2 and big(a) and (
+                a.dtype == _HALF or self._needs_copy(a, (-1, a.shape[-1]))):
+            a = self._dense_copy(a, np.float32 if a.dtype == _HALF else None)
+        return super()._gemm(a, b)
+
+    def _gemm_split_k(self, a, b):
+        """a @ b as a sum of partial products over fixed K chunks, computed in parallel (BLAS at
+        one thread each) and added in chunk order: BLAS splits only M and N among its threads,
+        and a weight gradient's small output (a conv's C*k*k x O) over a long K (every pixel of
+        the batch) keeps few of them busy. A different order of the K sum than BLAS's own, the
+        same for every thread count; its error bound is no larger (tests/test_cpu_threads.py)."""
+        parts = blocks(a.shape[1], SPLIT_K_CHUNK)
+        partial = np.empty((len(parts), a.shape[0], b.shape[1]), np.result_type(a, b))
+
+        def body(i):
+            k0, k1 = parts[i]
+            np.matmul(a[:, k0:k1], b[k0:k1], out=partial[i])
+        parallel_blas_for(len(parts), body)
+        return partial.sum(axis=0)
+
+    def unslice(self, g, shape, index):
+        if not big(g) or len(shape) < 2 or isinstance(index[0], int) or \
+                tuple(index[0]) != (0, shape[0], 1):
+            return super().unslice(g, shape, index)
+        out = np.empty(shape, g.dtype)
+        parts = row_blocks(shape[0], math.prod(shape[1:]), one_pass_block(math.prod(shape)))
+        rest = (slice(None),) + tuple(i if isinstance(i, int) else slice(*i) for i in index[1:])
+
+        def body(i):
+            a, b = parts[i]
+            ob = out[a:b]
+            ob[...] = 0
+            ob[rest] = g[a:b]
+        parallel_for(len(parts), body)
+        return out

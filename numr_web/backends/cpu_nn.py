@@ -1,0 +1,317 @@
+"""The cpu backend's nn primitives on many cores: layer / RMS norm (blocks of rows; the weight
+and bias gradients as column sums), attention (blocks of heads, each block's scores, softmax and
+products done before the next block, so its T x T temporaries stay in cache; BLAS held at one
+thread per block meanwhile), im2col / col2im (blocks of images), gather and scatter-add
+(blocks along a dim of the index the op does not index; the embedding's gradient sorted into
+rounds of rows instead of np.add.at). Small inputs take ArrayNN's one-call path.
+
+Each block computes exactly what the one-call path computes for its rows, heads, images or
+columns (the same numpy calls, the same order of every sum), so results are bit-identical.
+A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
+from __future__ import annotations
+
+import math
+
+try:
+    import numpy as np
+except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
+    np = None
+
+from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis
+from .cpu_elementwise import along, column_sum
+from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
+
+_HALF = np.dtype(np.float16) if np else None
+# Score elements per block of heads: a block's T x T temporaries stay in a core's L2 cache
+ATTENTION_BLOCK = 1 << 17
+# Columns per block of the embedding's scatter-add (each block runs one step per row rank)
+SCATTER_COLUMNS = 96
+
+
+class CpuNN:
+    # -- normalization ---------------------------------------------------------------------------
+    def layer_norm(self, x, weight, bias, k, eps, rms):
+        n = math.prod(x.shape[x.ndim - k:])
+        rows = x.size // max(1, n)
+        if not big(x) or rows < 2 or n == 0:
+            return super().layer_norm(x, weight, bias, k, eps, rms)
+        x2 = self.reshape(x, (rows, n))
+        w = None if weight is None else weight.reshape(n)
+        b = None if bias is None else bias.reshape(n)
+        y = np.empty((rows, n), x.dtype)
+        mean = None if rms else np.empty(rows, x.dtype)
+        rstd = np.empty(rows, x.dtype)
+        parts = row_blocks(rows, n)
+        base = super()
+
+        def body(i):
+            r0, r1 = parts[i]
+            yb, mb, rb = base.layer_norm(x2[r0:r1], w, b, 1, eps, rms)
+            y[r0:r1], rstd[r0:r1] = yb, rb
+            if mean is not None:
+                mean[r0:r1] = mb
+        parallel_for(len(parts), body)
+        lead = x.shape[:x.ndim - k]
+        return (y.reshape(x.shape), None if rms else mean.reshape(lead), rstd.reshape(lead))
+
+    def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
+        n = math.prod(x.shape[x.ndim - k:])
+        rows = x.size // max(1, n)
+        if not big(x) or rows < 2 or n == 0 or dy.dtype == _HALF:
+            return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
+        g2 = self.reshape(dy, (rows, n))
+        x2 = self.reshape(x, (rows, n))
+        m2 = None if rms else mean.reshape(rows, 1)
+        r2 = rstd.reshape(rows, 1)
+        w = None if weight is None else weight.reshape(1, n)
+        dx = np.empty((rows, n), dy.dtype)
+        gx = None if weight is None else np.empty((rows, n), dy.dtype)   # g * xhat, for dw
+        parts = row_blocks(rows, n)
+
+        def body(i):                  # ArrayNN.layer_norm_backward's dx, rows r0:r1
+            r0, r1 = parts[i]
+            g, r = g2[r0:r1], r2[r0:r1]
+            xhat = (x2[r0:r1] if rms else x2[r0:r1] - m2[r0:r1]) * r
+            if w is not None:
+                gx[r0:r1] = g * xhat
+                g = g * w
+            proj = (g * xhat).mean(axis=1, keepdims=True)
+            d = (g - xhat * proj) if rms else (g - g.mean(axis=1, keepdims=True) - xhat * proj)
+            d *= r
+            dx[r0:r1] = d
+        parallel_for(len(parts), body)
+        dw = db = None
+        if weight is not None:
+            dw = column_sum(gx).reshape(weight.shape)
+            if not rms:
+                db = column_sum(g2).reshape(weight.shape)
+        return dx.reshape(x.shape), dw, db
+
+    # -- attention -------------------------------------------------------------------------------
+    def _attention_plan(self, q, k, v, mask):
+        """(batch shape, q/k/v/mask broadcast to it, the blocks of heads as index tuples)."""
+        tq, tk = q.shape[-2], k.shape[-2]
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                    () if mask is None else np.shape(mask)[:-2])
+        views = [np.broadcast_to(t, batch + t.shape[-2:]) for t in (q, k, v)]
+        if mask is not None:
+            views.append(np.broadcast_to(mask, batch + (tq, tk)))
+        heads = math.prod(batch)
+        per = max(1, min(ATTENTION_BLOCK // max(1, tq * tk), -(-heads // (2 * num_threads()))))
+        return batch, views, _batch_blocks(batch, per)
+
+    def attention(self, q, k, v, mask, causal, scale):
+        tq, tk = q.shape[-2], k.shape[-2]
+        if not big(q, k, v) or tk == 0 or q.ndim < 3:
+            return super().attention(q, k, v, mask, causal, scale)
+        batch, (qb, kb, vb, *mb), parts = self._attention_plan(q, k, v, mask)
+        out = np.empty(batch + (tq, v.shape[-1]), q.dtype)
+        lse = np.empty(batch + (tq,), q.dtype)
+        masked = _causal_mask(tq, tk) if causal else None
+
+        def body(i):
+            idx = parts[i]
+            s = _scores(qb[idx], kb[idx], mb[0][idx] if mb else None, masked, scale)
+            m = s.max(axis=-1, keepdims=True)
+            s -= np.where(m == -np.inf, 0, m)     # a row with every key masked gives 0
+            np.exp(s, out=s)
+            ls = s.sum(axis=-1, keepdims=True)
+            s /= np.where(ls == 0, 1, ls)
+            out[idx] = np.matmul(s, _widen(vb[idx]))
+            lse[idx] = (m + np.log(ls))[..., 0]
+        parallel_blas_for(len(parts), body)
+        return out, lse
+
+    def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
+        tq, tk = q.shape[-2], k.shape[-2]
+        if not big(q, k, v) or tk == 0 or q.ndim < 3:
+            return super().attention_backward(do, q, k, v, out, lse, mask, causal, scale)
+        batch, (qb, kb, vb, *mb), parts = self._attention_plan(q, k, v, mask)
+        dob = np.broadcast_to(do, batch + do.shape[-2:])
+        ob = np.broadcast_to(out, batch + out.shape[-2:])
+        lb = np.broadcast_to(lse, batch + lse.shape[-1:])
+        dq = np.empty(batch + q.shape[-2:], q.dtype)
+        dk = np.empty(batch + k.shape[-2:], q.dtype)
+        dv = np.empty(batch + v.shape[-2:], q.dtype)
+        masked = _causal_mask(tq, tk) if causal else None
+
+        def body(i):                  # ArrayNN.attention_backward for the heads idx
+            idx = parts[i]
+            qw, kw, vw, dow = (_widen(t[idx]) for t in (qb, kb, vb, dob))
+            p = _scores(qw, kw, mb[0][idx] if mb else None, masked, scale)
+            lw = _widen(lb[idx])[..., None]
+            p -= np.where(lw == -np.inf, 0, lw)
+            np.exp(p, out=p)
+            dv[idx] = np.matmul(np.swapaxes(p, -1, -2), dow)
+            ds = np.matmul(dow, np.swapaxes(vw, -1, -2))
+            ds -= (dow * _widen(ob[idx])).sum(axis=-1, keepdims=True)
+            ds *= p
+            dq[idx] = np.matmul(ds, kw) * scale
+            dk[idx] = np.matmul(np.swapaxes(ds, -1, -2), qw) * scale
+        parallel_blas_for(len(parts), body)
+        return dq, dk, dv
+
+    # -- convolution ---------------------------------------------------------------------------------
+    def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):
+        n, c = x.shape[:2]
+        if not big(x) or n < 2:
+            return super().im2col(x, kernel, stride, padding, dilation, pad_value, cn)
+        oh, ow = self._conv_out(x.shape, kernel, stride, padding, dilation)
+        kh, kw = kernel
+        if cn:                  # (C*kh*kw, N*OH*OW): written through its (N, C, ...) view
+            cols = np.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+            windows = cols.transpose(3, 0, 1, 2, 4, 5)
+        else:
+            cols = windows = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+        parts = row_blocks(n, windows[0].size)
+
+        def body(i):
+            a, b = parts[i]
+            self._im2col_into(windows[a:b], x[a:b], kernel, stride, padding, dilation, pad_value)
+        parallel_for(len(parts), body)
+        return cols.reshape(c * kh * kw, n * oh * ow) if cn else cols.reshape(n, c * kh * kw,
+                                                                               oh * ow)
+
+    def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
+        n, c = x_shape[:2]
+        if not big(cols) or n < 2:
+            return super().col2im(cols, x_shape, kernel, stride, padding, dilation, cn)
+        oh, ow = self._conv_out(x_shape, kernel, stride, padding, dilation)
+        if cn:
+            c6 = cols.reshape(c, kernel[0], kernel[1], n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
+        else:
+            c6 = cols.reshape(n, c, kernel[0], kernel[1], oh, ow)
+        out = np.empty(tuple(x_shape), cols.dtype)
+        parts = row_blocks(n, c6[0].size)
+
+        def body(i):
+            a, b = parts[i]
+            out[a:b] = self._col2im_sum(c6[a:b], x_shape, kernel, stride, padding, dilation)
+        parallel_for(len(parts), body)
+        return out
+
+    # -- the embedding's gather and scatter-add ------------------------------------------------------
+    def gather(self, h, axis, index):
+        if not big(index) or index.ndim == 0:
+            return super().gather(h, axis, index)
+        rows = _rows_index(h, axis, index)
+        if rows is None:                      # blocks along another dim of the index
+            d = split_axis(index, [d for d in range(index.ndim) if d != axis])
+            if d is None:
+                return super().gather(h, axis, index)
+            out = np.empty(index.shape, h.dtype)
+            parts = row_blocks(index.shape[d], index.size // index.shape[d],
+                               one_pass_block(index.size))
+
+            def body(i):
+                sl = along(index.ndim, d, *parts[i])
+                out[sl] = h[sl][self._index_tuple(index[sl], axis)]
+            parallel_for(len(parts), body)
+            return out
+        out = np.empty(index.shape, h.dtype)
+        parts = row_blocks(index.shape[0], index[0].size, CACHE_BLOCK)
+        src = h[(slice(None),) + tuple(slice(0, d) for d in index.shape[1:])]
+
+        def body(i):
+            a, b = parts[i]
+            np.take(src, rows[a:b], axis=0, out=out[a:b])
+        parallel_for(len(parts), body)
+        return out
+
+    def scatter_add(self, shape, axis, index, src):
+        if not big(src) or src.shape != index.shape or src.ndim == 0:
+            return super().scatter_add(shape, axis, index, src)
+        rows = _rows_index(None, axis, index)
+        if rows is None or tuple(shape[1:]) != tuple(src.shape[1:]):
+            return self._scatter_blocks(shape, axis, index, src)
+        out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
+        o2 = out.reshape(shape[0], -1)
+        s2 = self.reshape(src, (src.shape[0], -1))
+        # add.at's order without add.at (one Python-level step per element): the rows sorted by
+        # target (stably: each target keeps its rows in index order), then round r adds every
+        # target's r-th row at once, so each target still sums 0 + its 1st + its 2nd + ...
+        order = np.argsort(rows, kind="stable")
+        targets = rows[order]
+        starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+        counts = np.diff(np.r_[starts, targets.size])
+        by = np.argsort(-counts, kind="stable")          # the longest first: round r adds a prefix
+        starts, counts, targets = starts[by], counts[by], targets[starts[by]]
+        live = np.searchsorted(-counts, -np.arange(counts[0]), side="left").tolist()  # counts > r
+        parts = blocks(s2.shape[1], max(SCATTER_COLUMNS, -(-s2.shape[1] // num_threads())))
+
+        def body(i):
+            a, b = parts[i]
+            ob, sb = o2[:, a:b], s2[:, a:b]
+            for r, k in enumerate(live):
+                ob[targets[:k]] += sb[order[starts[:k] + r]]
+        parallel_for(len(parts), body)
+        return out.astype(src.dtype, copy=False)
+
+
+    def _scatter_blocks(self, shape, axis, index, src):
+        """scatter_add in blocks along another dim (each target's adds stay in one block, in
+        add.at's order); one source per target (index 1 long along axis: max-pooling's
+        gradient) is a plain write of 0 + src, which is what add.at would store."""
+        d = split_axis(index, [d for d in range(index.ndim) if d != axis])
+        if d is None:
+            return super().scatter_add(shape, axis, index, src)
+        out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
+        put = index.shape[axis] == 1
+        parts = row_blocks(index.shape[d], index.size // index.shape[d],
+                           one_pass_block(index.size))
+
+        def body(i):
+            sl = along(index.ndim, d, *parts[i])
+            ob, ib, sb = out[sl], index[sl], src[sl]
+            where = self._index_tuple(ib, axis)
+            if put:
+                ob[where] = sb + ob.dtype.type(0)
+            else:
+                np.add.at(ob, where, sb)
+        parallel_for(len(parts), body)
+        return out.astype(src.dtype, copy=False)
+
+def _widen(x):
+    return x.astype(np.float32) if x.dtype == _HALF else x
+
+
+def _causal_mask(tq, tk):
+    """True where a key comes after the query (torch's tril, top-left aligned): masked out."""
+    return np.arange(tk)[None, :] > np.arange(tq)[:, None]
+
+
+def _scores(q, k, mask, masked, scale):
+    """ArrayNN._scores for one block of heads, in place: q k^T * scale, -inf where masked."""
+    s = np.matmul(_widen(q), np.swapaxes(_widen(k), -1, -2))
+    s *= scale
+    if masked is not None:
+        np.copyto(s, -np.inf, where=masked)
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            np.copyto(s, -np.inf, where=~mask)
+        else:
+            s += _widen(mask)
+    return s
+
+
+def _batch_blocks(batch, per):
+    """Index tuples covering the batch shape, each about `per` heads: slices of the last batch
+    dim, or of the first when a whole last dim fits in a block (two batch dims)."""
+    if not batch:
+        return [()]
+    last = batch[-1]
+    if per >= last and len(batch) == 2:
+        return [(slice(a, b), slice(None)) for a, b in blocks(batch[0], per // last)]
+    inner = [(slice(a, b),) for a, b in blocks(last, min(per, last))]
+    return [o + s for o in np.ndindex(*batch[:-1]) for s in inner]
+
+
+def _rows_index(h, axis, index):
+    """The 1-D row index of an embedding-style index (axis 0, the same value along every other
+    dim: an expanded column), else None."""
+    if axis != 0 or index.ndim < 2 or any(st != 0 for st in index.strides[1:]):
+        return None
+    if h is not None and (h.ndim != index.ndim or
+                          any(index.shape[d] > h.shape[d] for d in range(1, h.ndim))):
+        return None
+    return index[(slice(None),) + (0,) * (index.ndim - 1)].astype(np.intp)
