@@ -4,9 +4,9 @@ Where the app comes from, first match wins:
   1. the app inside the installed package (numr_web/web/, shipped in the wheel): no Node, no checkout;
   2. a source checkout (NUMR_WEB_ROOT, the directory above this package, or the current directory and
      its parents) whose web/dist is built;
-  3. that checkout's web/dist built now with scripts/build-web.sh (needs Node >= 20.19 + npm and the
-     `build` package, which the [demo] and [web] extras install; the build runs with this
-     interpreter, sys.executable).
+  3. that checkout's web/dist built now with scripts/build-web.sh (needs Node ^20.19 or >= 22.12,
+     npm and the `build` package, which the [demo] and [web] extras install; the build runs with
+     this interpreter, sys.executable).
 `--rebuild` forces 3. Every failure is one line on stderr saying the cause and the fix.
 
 The server (Python's http.server on 127.0.0.1) sends the headers the app relies on: COOP/COEP (the
@@ -95,17 +95,20 @@ def is_stale(root: Path) -> bool:
     return not index.is_file() or newest_source_mtime(root) > index.stat().st_mtime
 
 
+NODE_RANGE = "^20.19 or >= 22.12"        # Vite 8's engines range (package-lock.json)
+
+
 def _node_problem() -> str | None:
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
-        return "Node >= 20.19 with npm is not on PATH"
+        return f"Node {NODE_RANGE} with npm is not on PATH"
     try:
         out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
         major, minor = (int(x) for x in out.strip().lstrip("v").split(".")[:2])
     except (OSError, ValueError, subprocess.SubprocessError):
         return "`node --version` failed"
-    if (major, minor) < (20, 19):
-        return f"Node {out.strip()} is too old (>= 20.19 needed)"
+    if not (major == 20 and minor >= 19 or major == 22 and minor >= 12 or major > 22):
+        return f"Node {out.strip()} is outside the range the web build accepts ({NODE_RANGE})"
     return None
 
 
@@ -113,7 +116,7 @@ def build(root: Path, quiet: bool = False) -> Path:
     """Run scripts/build-web.sh with this interpreter; ServeError (one line) when it cannot."""
     problem = _node_problem()
     if problem:
-        raise ServeError(f"building the web app needs Node: {problem}. Install Node >= 20.19 "
+        raise ServeError(f"building the web app needs Node: {problem}. Install Node {NODE_RANGE} "
                          "(https://nodejs.org) or install a numr-web wheel that ships the app")
     if importlib.util.find_spec("build") is None:
         raise ServeError(f"building the web app needs the `build` package in {sys.executable}: "

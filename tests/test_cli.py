@@ -183,3 +183,19 @@ def test_info_says_where_the_browser_app_would_come_from(tmp_path, monkeypatch):
         "`build` package" in msg, msg
     r = cli("info")
     assert r.returncode == 0 and "browser app (numr-web serve): " in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("version, ok", [("v20.19.0", True), ("v20.18.3", False), ("v21.7.1", False),
+                                         ("v22.11.0", False), ("v22.12.0", True), ("v24.1.0", True)])
+def test_serve_checks_node_against_vites_range(tmp_path, monkeypatch, version, ok):
+    """serve builds the app only with a Node that Vite 8 accepts (^20.19 or >= 22.12)."""
+    from numr_web import serve
+    for tool, text in (("node", version), ("npm", "11.0.0")):
+        exe = tmp_path / tool
+        exe.write_text(f"#!/bin/sh\necho {text}\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    problem = serve._node_problem()
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert version in problem and "^20.19 or >= 22.12" in problem
