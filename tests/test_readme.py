@@ -61,17 +61,27 @@ def test_readme_using_it_example_runs(capsys):
     assert capsys.readouterr().out.strip() == "(32, 10) MatmulBiasActivationBackward"
 
 
-def test_python_blocks_run_in_order_in_one_interpreter(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "__main__"}
-    printed = []
-    for line, _, mark, code in _blocks("python"):
+def test_python_blocks_run_in_order_in_one_interpreter(tmp_path):
+    """Every python block, in order, in one fresh interpreter (as pasted into a new `python`
+    session: install_as_torch() must come before any `import torch`, which this process has)."""
+    blocks = _blocks("python")
+    for _, _, mark, _ in blocks:
         assert not mark, mark
-        exec(compile(code, f"README.md:{line}", "exec"), namespace)
-        printed.append(capsys.readouterr().out)
+    sep = "@@ end of a README block @@"
+    driver = "ns = {'__name__': '__main__'}\n" + "".join(
+        f"exec(compile({code!r}, 'README.md:{line}', 'exec'), ns)\nprint({sep!r}, flush=True)\n"
+        for line, _, _, code in blocks)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    run = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    printed = run.stdout.split(sep + "\n")
+    assert len(printed) == len(blocks) + 1
+    for (line, _, _, code), out in zip(blocks, printed):
         # a comment after a print(...) that starts like a value ("(32,)") is what it prints
         for want in re.findall(r"^print\(.*?\)\s+# ([(\[\d].*)$", code, re.M):
-            assert want.split("  ")[0].strip() in printed[-1], (line, want, printed[-1])
+            assert want.split("  ")[0].strip() in out, (line, want, out)
     assert (tmp_path / "model.safetensors").is_file()
 
 
