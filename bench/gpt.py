@@ -23,6 +23,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this
 
 
 def torch_gpt(cfg, device):
+    """The same GPT in PyTorch (bench/models.py uses it too): model(idx) gives the logits,
+    model(idx, targets) the mean cross-entropy."""
     import torch
     import torch.nn as tnn
     import torch.nn.functional as F
@@ -53,12 +55,14 @@ def torch_gpt(cfg, device):
             self.head = tnn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
             self.head.weight = self.tok.weight
 
-        def forward(self, idx, targets):
+        def forward(self, idx, targets=None):
             t = idx.shape[1]
             x = self.tok(idx) + self.pos.weight[:t]
             for blk in self.blocks:
                 x = blk(x)
             logits = self.head(self.ln_f(x))
+            if targets is None:
+                return logits
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
     return GPT().to(device)

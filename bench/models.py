@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
+sys.path.insert(1, str(Path(__file__).resolve().parent))    # bench/gpt.py's torch GPT
 
 MODELS = ("gpt", "nanogpt", "digits_cnn", "cifar_cnn")
 
@@ -75,43 +76,11 @@ def numr_model(name, device, fused=True):
 def torch_model(name, device):
     import torch
     import torch.nn as tnn
-    import torch.nn.functional as F
     torch.manual_seed(0)
     if name in ("gpt", "nanogpt"):
+        from gpt import torch_gpt              # bench/gpt.py: the same GPT in PyTorch
         cfg, batch = gpt_config(name)
-
-        class Block(tnn.Module):
-            def __init__(self):
-                super().__init__()
-                c = cfg.n_embd
-                self.ln1, self.ln2 = tnn.LayerNorm(c), tnn.LayerNorm(c)
-                self.qkv, self.proj = tnn.Linear(c, 3 * c), tnn.Linear(c, c)
-                self.fc, self.out = tnn.Linear(c, 4 * c), tnn.Linear(4 * c, c)
-
-            def forward(self, x):
-                b, t, c = x.shape
-                q, k, v = (z.view(b, t, cfg.n_head, c // cfg.n_head).transpose(1, 2)
-                           for z in self.qkv(self.ln1(x)).split(c, dim=2))
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-                return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-        class GPT(tnn.Module):
-            def __init__(self):
-                super().__init__()
-                self.tok = tnn.Embedding(cfg.vocab_size, cfg.n_embd)
-                self.pos = tnn.Embedding(cfg.block_size, cfg.n_embd)
-                self.blocks = tnn.ModuleList(Block() for _ in range(cfg.n_layer))
-                self.ln_f = tnn.LayerNorm(cfg.n_embd)
-                self.head = tnn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-                self.head.weight = self.tok.weight
-
-            def forward(self, idx):
-                x = self.tok(idx) + self.pos.weight[:idx.shape[1]]
-                for blk in self.blocks:
-                    x = blk(x)
-                return self.head(self.ln_f(x))
-        return GPT().to(device), batch, cfg
+        return torch_gpt(cfg, device), batch, cfg
     if name == "digits_cnn":
         m = tnn.Sequential(tnn.Conv2d(1, 32, 3, padding=1), tnn.ReLU(),
                            tnn.Conv2d(32, 64, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
