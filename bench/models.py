@@ -23,8 +23,10 @@ torch runs eagerly in float32 with TF32 off, on cuda for the cuda and webgpu row
 (cuda): bytes in use above the model's resident state at the step's high-water mark (numr: CuPy's
 pool through a tracking allocator; torch: max_memory_allocated).
 
---amp adds an "amp" row per model and device: the eager step under nr.autocast(device, dtype)
-with nr.amp.GradScaler against torch's under torch.autocast(device, dtype) with
+--amp adds "amp" rows per model and device: the eager step (and on a GPU the captured one, with
+a capturable AdamW, whose GradScaler step is undone on the device instead of read back) under
+nr.autocast(device, dtype) with nr.amp.GradScaler against torch's eager step under
+torch.autocast(device, dtype) with
 torch.amp.GradScaler (--amp-dtype float16 by default; the parameters and the optimizer stay in
 float32 in both; a GradScaler step reads back one flag, as torch's does).
 """
@@ -318,7 +320,8 @@ def main(argv=None):
     for name in models:
         for dev in devices:
             modes = ["eager"] + ([] if a.no_capture or dev == "cpu" else ["captured"])
-            modes += ["amp"] if a.amp else []
+            if a.amp:
+                modes += ["amp"] + ([] if a.no_capture or dev == "cpu" else ["amp captured"])
             tdev = "cpu" if dev == "cpu" else "cuda"
             ref = amp_ref = None
             if torch is not None and not a.no_torch:
@@ -328,10 +331,10 @@ def main(argv=None):
                     (t_ms, _), t_peak = bench_torch(name, tdev, a.steps, a.amp_dtype)
                     amp_ref = (t_ms, t_peak)
             for mode in modes:
-                amp = a.amp_dtype if mode == "amp" else None
-                (ms, best), peak, table = bench_numr(name, dev, a.steps, mode == "captured",
+                amp = a.amp_dtype if mode.startswith("amp") else None
+                (ms, best), peak, table = bench_numr(name, dev, a.steps, mode.endswith("captured"),
                                                     a.profile, amp, not a.unfused)
-                r = amp_ref if mode == "amp" else ref
+                r = amp_ref if amp else ref
                 row = {"model": name, "device": dev, "mode": mode, "ms": ms, "best_ms": best,
                        "peak_bytes": peak, "torch_ms": r and r[0], "torch_peak_bytes": r and r[1]}
                 rows.append(row)

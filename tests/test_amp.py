@@ -113,6 +113,48 @@ def test_scaler_matches_torchs_on_the_same_gradients(device):
         assert s.state_dict() == ts.state_dict()
 
 
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_scaler_undoes_a_capturable_step_on_the_device(device, decoupled):
+    """A capturable optimizer's step under GradScaler reads nothing back: it runs, and what it
+    changed is selected back on the device where a gradient was inf / NaN. The parameters, the
+    moments and the step count equal, bit for bit, those of the same optimizer stepped on the
+    finite gradients only (the scales are powers of two, so unscaling is exact), over a
+    sequence that starts with a skipped step (the moments then start from zeros); the scales
+    follow torch's GradScaler."""
+    import torch
+    w0 = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)
+    w = nr.tensor(w0, device=device, requires_grad=True)
+    ref = nr.tensor(w0, device=device, requires_grad=True)
+    cls = nn.optim.AdamW if decoupled else nn.optim.Adam
+    opt = cls([w], lr=0.1, weight_decay=0.01, capturable=True)
+    ropt = cls([ref], lr=0.1, weight_decay=0.01, capturable=True)
+    kw = dict(init_scale=2.0 ** 8, growth_interval=2)
+    s, ts = GradScaler(**kw), torch.amp.GradScaler("cpu", **kw)
+    tw = torch.zeros(1, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.0)
+    grads = [[math.nan, 1.0, 0.0, 1.0], [1.0, 2.0, -4.0, 0.5], [0.5, 0.25, 0.5, 8.0],
+             [1.0, math.inf, 1.0, 1.0], [2.0, -2.0, 2.0, 1.0], [1.0, 1.0, -1.0, 3.0]]
+    for g in grads:
+        s.scale((w * 1.0).sum())
+        ts.scale((tw * 1.0).sum())
+        g = np.array(g, np.float32).reshape(2, 2)
+        w.grad = nr.tensor(g * np.float32(s.get_scale()), device=device)
+        tw.grad = torch.tensor([float(g.sum())]) * ts.get_scale()
+        s.step(opt)
+        ts.step(topt)
+        s.update()
+        ts.update()
+        assert s.get_scale() == ts.get_scale()
+        if np.isfinite(g).all():
+            ref.grad = nr.tensor(g, device=device)
+            ropt.step()
+        np.testing.assert_array_equal(w.numpy(), ref.numpy())
+    st, rst = opt.state[w], ropt.state[ref]
+    for k in ("exp_avg", "exp_avg_sq", "step"):
+        np.testing.assert_array_equal(st[k].numpy(), rst[k].numpy())
+    assert float(st["step"].item()) == 4.0
+
+
 def test_scaler_call_order_and_fp16_gradients_are_checked():
     from numr_web.errors import DTypeError, GradientError
     w = nr.tensor([1.0, 2.0], requires_grad=True)

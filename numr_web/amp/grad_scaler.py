@@ -14,7 +14,9 @@
 The scale and the count of finite steps live on the device as 0-d float32 / int32 tensors, and update() adapts them there (halved after a step with inf / NaN gradients, doubled
 after growth_interval finite steps in a row, as torch's `_amp_update_scale_`). unscale_ checks
 every gradient of an optimizer with a few device ops and step() reads back ONE number (whether
-any was not finite), as torch's step does; get_scale() and state_dict() read the scale back.
+any was not finite), as torch's step does — except for a capturable optimizer, whose step is
+undone on the device instead (so nr.capture can record it); get_scale() and state_dict() read
+the scale back.
 """
 from __future__ import annotations
 
@@ -142,11 +144,50 @@ class GradScaler:
         if not flags:
             raise GradientError("GradScaler.step: no parameter of this optimizer has a gradient "
                                 "(no inf checks were recorded); call backward() first")
-        out = None
-        if not sum(f.item() for f in flags.values()):
-            out = optimizer.step(*args, **kwargs)
+        if all(g.get("capturable") for g in optimizer.param_groups):
+            out = self._step_on_device(optimizer, flags, args, kwargs)
+        else:
+            out = None
+            if not sum(f.item() for f in flags.values()):
+                out = optimizer.step(*args, **kwargs)
         state["stage"] = STEPPED
         return out
+
+    @staticmethod
+    def _step_on_device(optimizer, flags, args, kwargs):
+        """A capturable optimizer (capturable=True): the step always runs, then every tensor it
+        changed is selected back to its old value where a gradient was inf / NaN. A select on
+        the device instead of a readback, so that nr.capture can record the whole AMP step
+        (torch hands found_inf to its capturable fused kernels for the same reason). A state
+        tensor the step created (the first step's moments) is selected against zeros, the
+        value the optimizer starts from. Returns None, as a step may have been skipped."""
+        from ..creation import zeros_like
+        from ..ops.elementwise import where
+        from ..tensor import Tensor
+        found = None
+        for f in flags.values():
+            f = f.to(optimizer.param_groups[0]["params"][0].device)
+            found = f if found is None else found + f
+        found = found > 0
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        before = [(p, p.detach(), dict(optimizer.state.get(p, {}))) for p in params]
+        optimizer.step(*args, **kwargs)
+        with no_grad():
+            for p, old, old_state in before:
+                p.copy_(where(found.to(p.device), old, p))
+                st = optimizer.state.get(p, {})
+                for k, v in st.items():
+                    if not isinstance(v, Tensor) or old_state.get(k) is v:
+                        continue
+                    prev = old_state.get(k)
+                    if prev is None:
+                        prev = zeros_like(v)
+                    elif not isinstance(prev, Tensor):
+                        raise GradientError(
+                            f"GradScaler.step: {type(optimizer).__name__}'s state {k!r} is a "
+                            "Python number that the device cannot select; use capturable=False")
+                    st[k] = where(found.to(v.device), prev, v)
+        return None
 
     def update(self, new_scale=None):
         """Adapt the scale on the device (call once per iteration, after step()): times
