@@ -177,16 +177,15 @@ class GradScaler:
                 p.copy_(where(found.to(p.device), old, p))
                 st = optimizer.state.get(p, {})
                 for k, v in st.items():
-                    if not isinstance(v, Tensor) or old_state.get(k) is v:
-                        continue
                     prev = old_state.get(k)
-                    if prev is None:
-                        prev = zeros_like(v)
-                    elif not isinstance(prev, Tensor):
+                    if prev is v:
+                        continue
+                    if not isinstance(v, Tensor) or not isinstance(prev, (Tensor, type(None))):
                         raise GradientError(
-                            f"GradScaler.step: {type(optimizer).__name__}'s state {k!r} is a "
-                            "Python number that the device cannot select; use capturable=False")
-                    st[k] = where(found.to(v.device), prev, v)
+                            f"GradScaler.step: {type(optimizer).__name__} keeps its state {k!r} "
+                            "as a Python value, which the device cannot put back after a "
+                            "skipped step; make the optimizer with capturable=False")
+                    st[k] = where(found.to(v.device), zeros_like(v) if prev is None else prev, v)
         return None
 
     def update(self, new_scale=None):
