@@ -98,6 +98,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
             names += [G.ew(ct, G.map_op(code, fn), 1, 4, 4) for fn in G.MAP_FN]
             names += [G.ew(ct, G.bwd_op(code), 2, 8, 1),
                       G.bias_act(ct, code, True, ACT[list(ACT)[code]].saves == "z", 4, 1),
+                      G.bias_act("float", code, True, True, 4, 1, "half_t"),
                       G.bwd_db(ct, code, 4, 4)]
         for op in G.BIN_OPS:
             names += [G.ew(ct, G.bin_op(op), 2, 4, 1), G.ews(ct, G.bin_op(op), True, 4, 1)]

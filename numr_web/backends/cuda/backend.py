@@ -383,16 +383,21 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, ArrayBackend):
             y = row.np.fwd(xp, z.copy() if write_z else z)
         elif act == "none" and bias is None:
             y = z
-        else:
-            y = self._nd(z.shape, z.dtype) if write_z else z
-            self._bias_act(z, bias, y, row, write_z)
+        else:          # float16 from a float32 result: rounded in the same pass, into new arrays
+            narrow = z.dtype != a.dtype
+            y = self._nd(z.shape, a.dtype) if write_z or narrow else z
+            zo = self._nd(z.shape, a.dtype) if write_z and narrow else None
+            self._bias_act(z, bias, y, row, write_z, zo)
+            if narrow:
+                return y, zo
         if y.dtype != a.dtype:                      # computed in float32: rounded once
             return y.astype(a.dtype), (z.astype(a.dtype) if write_z else None)
         return y, (z if write_z else None)
 
-    def _bias_act(self, z, bias, y, row, write_z):
+    def _bias_act(self, z, bias, y, row, write_z, zo=None):
         """ONE kernel: z += bias (broadcast over rows); y = act(z). y is z (in place) unless the
-        activation's backward needs z (then both are written). z: C-contiguous."""
+        activation's backward needs z (then both are written; into zo, rounded once, when y is
+        narrower than z). z: C-contiguous."""
         n = z.size
         if n == 0:
             return y
@@ -400,11 +405,13 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, ArrayBackend):
         has_bias = bias is not None
         bias_arr = self._contig(bias) if has_bias else z
         pz, pb, py = z.data.ptr, bias_arr.data.ptr, y.data.ptr
-        v = self._lanes(z.itemsize, pz | pb | py, ncols)
+        pzo = pz if zo is None else zo.data.ptr
+        v = self._lanes(z.itemsize, pz | pb | pzo | py, ncols)
         u = self.epilogue_unroll
-        fn = self.kernels.bias_act(self._ct[z.dtype.char], self._code[row.name], has_bias, write_z,
-                                   v, u)
-        fn.run1d(n, v, u, (pz, pb, py, n, ncols), self._stream().ptr)
+        ct, ot = self._ct[z.dtype.char], self._ct[y.dtype.char]
+        fn = self.kernels.bias_act(ct, self._code[row.name], has_bias, write_z, v, u,
+                                   None if ot == ct else ot)
+        fn.run1d(n, v, u, (pz, pb, pzo, py, n, ncols), self._stream().ptr)
         return y
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):

@@ -129,8 +129,9 @@ def ews(ctype, op, rev, v, u):
     return f"ews<{ctype}, {op}, {_b(rev)}, {v}, {u}>"
 
 
-def bias_act(ctype, code, has_bias, write_z, v, u):
-    return f"bias_act<{ctype}, {code}, {_b(has_bias)}, {_b(write_z)}, {v}, {u}>"
+def bias_act(ctype, code, has_bias, write_z, v, u, otype=None):
+    return (f"bias_act<{ctype}, {otype or ctype}, {code}, {_b(has_bias)}, {_b(write_z)}, "
+            f"{v}, {u}>")
 
 
 def bwd_db(ctype, code, v, u):

@@ -178,13 +178,16 @@ __global__ void __launch_bounds__(256) ews(const S* __restrict__ a, double s_, S
     }
 }
 
-// GEMM epilogue over z (rows x ncols, row-major; ncols % V == 0): zb = z + bias; y = act(zb).
-// WRITE_Z: z <- zb and y separate (the backward reads z); else y is z (in place).
-template <typename S, int A, bool HAS_BIAS, bool WRITE_Z, int V, int U>
-__global__ void __launch_bounds__(256) bias_act(S* z, const S* __restrict__ bias, S* y,
-                                                long long n, long long ncols) {
+// GEMM epilogue over z (rows x ncols, row-major; ncols % V == 0): zb = z + bias; y = act(zb),
+// stored as O. O = S: y is z (in place), or with WRITE_Z z <- zb and y separate (the backward
+// reads z). O narrower than S (the float32 result of a float16 GEMM): zo <- zb and y rounded to
+// O once, from the S values (the same numbers as an S epilogue followed by a cast, one pass).
+template <typename S, typename O, int A, bool HAS_BIAS, bool WRITE_Z, int V, int U>
+__global__ void __launch_bounds__(256) bias_act(const S* z, const S* __restrict__ bias, O* zo,
+                                                O* y, long long n, long long ncols) {
     typedef typename IO<S>::C C;
     typedef Pack<S, V> P;
+    typedef Pack<O, V> Q;
     const long long nv = n / V;
     const long long base = (long long)blockIdx.x * (blockDim.x * U) + threadIdx.x;
     P zv[U], bv[U];
@@ -200,16 +203,16 @@ __global__ void __launch_bounds__(256) bias_act(S* z, const S* __restrict__ bias
     for (int u = 0; u < U; ++u) {
         long long i = base + (long long)u * blockDim.x;
         if (i < nv) {
-            P zo, yo;
+            Q zq, yq;
 #pragma unroll
             for (int k = 0; k < V; ++k) {
                 C zb = IO<S>::ld(zv[u].v[k]);
                 if (HAS_BIAS) zb += IO<S>::ld(bv[u].v[k]);
-                zo.v[k] = IO<S>::st(zb);
-                yo.v[k] = IO<S>::st(act_fwd<A>(WRITE_Z ? IO<S>::ld(zo.v[k]) : zb));
+                zq.v[k] = IO<O>::st(zb);
+                yq.v[k] = IO<O>::st(act_fwd<A>(WRITE_Z ? IO<S>::ld(IO<S>::st(zb)) : zb));
             }
-            if (WRITE_Z) reinterpret_cast<P*>(z)[i] = zo;
-            reinterpret_cast<P*>(y)[i] = yo;
+            if (WRITE_Z) reinterpret_cast<Q*>(zo)[i] = zq;
+            reinterpret_cast<Q*>(y)[i] = yq;
         }
     }
 }

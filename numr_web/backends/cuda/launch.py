@@ -19,7 +19,7 @@ from . import codegen as G
 BLOCK = 256
 _PACK = {"p": "Q", "q": "q", "d": "d"}     # struct codes: every argument is 8 bytes, unpadded
 # argument kinds of each kernel template: p pointer, q int64, d double
-SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "pppqq", "bwd_db": "ppppqq",
+SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "ppppqq", "bwd_db": "ppppqq",
               "seg_sum": "pppq", "sum_small": "ppqd"}
 
 
@@ -133,11 +133,11 @@ class Kernels:
             key, "ew", lambda: G.ew(ct, G.bwd_op(code), 2, v, u),
             lambda: (G.ew(ct, G.bwd_op(c), 2, v, u) for c in G.codes().values()))
 
-    def bias_act(self, ct, code, has_bias, write_z, v, u):
-        key = ("bias_act", ct, code, has_bias, write_z, v, u)
+    def bias_act(self, ct, code, has_bias, write_z, v, u, ot=None):
+        key = ("bias_act", ct, ot, code, has_bias, write_z, v, u)
         return self._launch.get(key) or self._build(
-            key, "bias_act", lambda: G.bias_act(ct, code, has_bias, write_z, v, u),
-            lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u)
+            key, "bias_act", lambda: G.bias_act(ct, code, has_bias, write_z, v, u, ot),
+            lambda: (G.bias_act(ct, a.code, has_bias, a.saves == "z", v, u, ot)
                      for a in G.ACT.values()))
 
     def bwd_db(self, ct, code, v, u):

@@ -160,3 +160,21 @@ class CudaNN:
                 float(1 - w), float(b2), float(1 - b2), float(eps), float(ss), float(bc),
                 float(lr), math.log(b1), math.log(b2)))
         return po, mo, vo
+
+    def concat(self, hs, axis):
+        """cupy.concatenate of many parts uploads a table of their addresses (a host-to-device
+        copy, which a capturing stream refuses): while a step is recorded, one device copy per
+        part into the output instead (GradScaler's inf check concatenates every gradient)."""
+        if not self.capturing or len(hs) < 2:
+            return super().concat(hs, axis)
+        xp = self.xp
+        axis %= hs[0].ndim
+        shape = list(hs[0].shape)
+        shape[axis] = sum(h.shape[axis] for h in hs)
+        out = xp.empty(shape, dtype=xp.result_type(*hs))
+        start = 0
+        for h in hs:
+            stop = start + h.shape[axis]
+            out[(slice(None),) * axis + (slice(start, stop),)] = h
+            start = stop
+        return out
