@@ -83,3 +83,45 @@ def test_autocast_step_is_captured_and_replays_the_eager_step():
             assert l1.item() == l2.item()
     for p, q in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_gradscaler_step_with_a_capturable_adamw_is_captured():
+    """scaler.scale(loss).backward(); scaler.step(opt); scaler.update() with AdamW(capturable=
+    True) is recorded by nr.capture (nothing is read back: a skipped step is undone on the
+    device) and replays the eager step bit for bit, through a step whose gradients overflow
+    float16 (skipped, scale halved) and finite ones."""
+    def make():
+        model = nn.MLP([32, 64, 10], activation="gelu", device="cuda", seed=0)
+        opt = nn.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+        return model, opt, nr.amp.GradScaler(init_scale=2.0 ** 16, growth_interval=2)
+
+    rng = np.random.default_rng(5)
+    x = nr.tensor(rng.standard_normal((128, 32)).astype(np.float32), device="cuda")
+    y = nr.tensor(rng.integers(0, 10, 128).astype(np.int32), device="cuda")
+
+    def step_of(model, opt, scaler):
+        def step(x, y, k):
+            with nr.autocast("cuda"):
+                loss = nr.cross_entropy(model(x * k), y)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
+        return step
+
+    m1, o1, s1 = make()
+    m2, o2, s2 = make()
+    eager, captured = step_of(m1, o1, s1), nr.capture(step_of(m2, o2, s2))
+    big = nr.tensor(np.float32(6e4), device="cuda")        # float16 activations overflow
+    one = nr.tensor(np.float32(1.0), device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fallback to eager would warn
+        for k in (one, one, one, big, one, one):
+            l1, l2 = eager(x, y, k), captured(x, y, k)
+            np.testing.assert_array_equal(l1.numpy(), l2.numpy())
+            assert s1.get_scale() == s2.get_scale()
+    assert s1.get_scale() == 2.0 ** 17        # doubled after steps 2 and 6, halved at step 4
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        assert np.isfinite(q.numpy()).all()
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
