@@ -120,7 +120,8 @@ def test_cuda_memory_counters_see_tensors_of_known_size():
     assert c == 4 * MiB
     del b
     gc.collect()
-    assert ntorch.cuda.memory_allocated() - base == 4 * MiB
+    kept = ntorch.cuda.memory_allocated() - base          # a, and what the sum may cache (< 64 KiB)
+    assert 4 * MiB <= kept < 4 * MiB + 64 * 1024
     peak = ntorch.cuda.max_memory_allocated() - base
     assert 20 * MiB <= peak <= 28 * MiB                  # a, b and b * 2 (+ the sum's scratch)
     assert ntorch.cuda.memory_reserved() >= ntorch.cuda.memory_allocated()
