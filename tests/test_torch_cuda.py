@@ -149,6 +149,10 @@ def test_cuda_namespace_on_a_gpu():
     assert ntorch.rand(4, device="cuda").tolist() == x.tolist()
     ntorch.cuda.synchronize()
     ntorch.cuda.synchronize(ntorch.device("cuda:0"))
+    for d in ("cuda", "cuda:0", ntorch.device("cuda", 0), 0):
+        ntorch.cuda.set_device(d)
+    with pytest.raises(nr.UnsupportedError, match="one GPU"):
+        ntorch.cuda.set_device("cuda:1")
     assert ntorch.ones(2).cuda().device.type == "cuda"
     assert ntorch.ones(2).to(ntorch.device("cuda", 0)).cpu().device.type == "cpu"
     assert ntorch.accelerator.current_accelerator().type == "cuda"

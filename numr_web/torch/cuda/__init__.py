@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 
 from ...backends import get_backend, probe
+from ...devices import Device
 from ...errors import UnsupportedError
 from ...generator import default_generator
 from . import amp  # noqa: F401
@@ -35,7 +36,7 @@ def current_device():
 
 
 def set_device(device):
-    index = getattr(device, "index", device)
+    index = Device(device).index if isinstance(device, str) else getattr(device, "index", device)
     if index not in (None, 0):
         raise UnsupportedError(f"torch.cuda.set_device({device!r}): numr_web drives one GPU per "
                                "process (index 0); choose it with CUDA_VISIBLE_DEVICES")
