@@ -4,6 +4,9 @@ Keyword names are torch's (dim=, keepdim=) and numpy's (axis=, keepdims=) alike.
 """
 from __future__ import annotations
 
+import sys
+from collections import namedtuple
+
 from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
@@ -119,7 +122,7 @@ def logsumexp(x, dim, keepdim=False):
         x = x.astype(dt.default_float)
     if any(x.shape[a] == 0 for a in sh.normalize_axes(dim, x.ndim)):
         return x.exp().sum(dim, keepdim=keepdim).log()      # an empty sum: log(0) = -inf
-    m = x.detach().max(dim, keepdim=True)
+    m = reduce_op("max", x.detach(), dim, True)
     m = where(m.abs() < float("inf"), m, 0.0)             # all -inf (or inf) rows stay so
     out = ((x - m).exp().sum(dim, keepdim=True)).log() + m
     return out if keepdim else out.squeeze(dim)
@@ -175,19 +178,45 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _var(x, dim, correction, keepdim, unbiased, "std").sqrt().astype(x.dtype)
 
 
+# torch.return_types.max / min: what x.max(dim=d) gives (values, indices)
+MaxResult = namedtuple("max", ("values", "indices"))
+MinResult = namedtuple("min", ("values", "indices"))
+
+
+def _torch_is_numr_web():
+    """True once numr_web.install_as_torch() made `import torch` give numr_web.torch: every
+    torch.Tensor method call is then torch code, and torch's x.max(d) is (values, indices)."""
+    mod = sys.modules.get("torch")
+    return getattr(mod, "__name__", None) == "numr_web.torch"
+
+
 def _maxmin(op, x, dim, keepdim, axis, keepdims):
-    if isinstance(dim, Tensor):                  # torch's x.max(other): elementwise
-        return getattr(x, "maximum" if op == "max" else "minimum")(dim)
+    if isinstance(axis, Tensor):                 # torch's x.max(other): elementwise
+        return getattr(x, "maximum" if op == "max" else "minimum")(axis)
+    pair = dim is not None or (axis is not None and _torch_is_numr_web())
     axis, keep = axis_args(dim, axis, keepdim, keepdims)
-    return reduce_op(op, x, axis, keep)
+    if not (pair and isinstance(axis, int)):
+        return reduce_op(op, x, axis, keep)
+    result = MaxResult if op == "max" else MinResult
+    if x.ndim == 0:                             # dim 0 or -1 of a 0-d tensor: itself, index 0
+        sh.normalize_axis(axis, 1)
+        return result(x.clone(), _arg("arg" + op, x, None, False, None, False))
+    idx = _arg("arg" + op, x, axis, True, None, False)
+    values = x.gather(axis, idx)            # the gradient goes to the index returned, as torch's
+    if not keep:
+        values, idx = values.squeeze(axis), idx.squeeze(axis)
+    return result(values, idx)
 
 
-def max(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
-    """Values only (use argmax for the indices): see README's table of differences from torch."""
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=False):  # noqa: A001
+    """The largest values over axis (every element when None), as numpy's (argmax gives the
+    indices). torch's forms: x.max(dim=d) is torch's (values, indices) pair (.values,
+    .indices), and so are x.max(d) and x.max(axis=d) once install_as_torch() is in effect
+    (README's table of differences); x.max(other) is the elementwise maximum."""
     return _maxmin("max", x, dim, keepdim, axis, keepdims)
 
 
-def min(x, dim=None, keepdim=False, *, axis=None, keepdims=False):  # noqa: A001
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=False):  # noqa: A001
     return _maxmin("min", x, dim, keepdim, axis, keepdims)
 
 

@@ -4,45 +4,35 @@ process-level switches (default dtype, matmul precision, compile). Each does wha
 raises UnsupportedError saying what differs."""
 from __future__ import annotations
 
-import collections
 import contextlib
 
 from .. import dtypes as dt
 from ..backends import get_backend, probe
 from ..errors import DTypeError, UnsupportedError
 from ..ops.elementwise import where as _where
-from ..ops.indexing import embedding as _embedding, gather
+from ..ops.indexing import embedding as _embedding
 from ..ops.torch_functions import nonzero
-from ..ops.reductions import argmax, argmin, max as _nr_max, min as _nr_min
+from ..ops.reductions import max as _nr_max, min as _nr_min
 from ..tensor import Tensor
 
-# torch.return_types.max / min: a named pair that unpacks as (values, indices)
-MaxResult = collections.namedtuple("max", ["values", "indices"])
-MinResult = collections.namedtuple("min", ["values", "indices"])
-
-
-def _extremum(fn, arg, result, pairwise, input, dim, keepdim, other):  # noqa: A002
+def _extremum(fn, pairwise, input, dim, keepdim, other):  # noqa: A002
     if isinstance(dim, Tensor):
         other, dim = dim, None
     if other is not None:
         return getattr(input, pairwise)(other)
     if dim is None:
         return fn(input)
-    idx = arg(input, dim, keepdim=True)
-    values = gather(input, dim, idx)        # the gradient goes to the index returned, as torch's
-    if not keepdim:
-        values, idx = values.squeeze(dim), idx.squeeze(dim)
-    return result(values, idx)
+    return fn(input, dim=dim, keepdim=keepdim)      # the core's (values, indices) for dim=
 
 
 def max(input, dim=None, keepdim=False, *, other=None):  # noqa: A001,A002
     """torch.max: max(x) the largest element; max(x, dim, keepdim) the pair (values, indices)
     (the first index of the largest); max(x, other) the elementwise maximum."""
-    return _extremum(_nr_max, argmax, MaxResult, "maximum", input, dim, keepdim, other)
+    return _extremum(_nr_max, "maximum", input, dim, keepdim, other)
 
 
 def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001,A002
-    return _extremum(_nr_min, argmin, MinResult, "minimum", input, dim, keepdim, other)
+    return _extremum(_nr_min, "minimum", input, dim, keepdim, other)
 
 
 def compile(model=None, **kwargs):  # noqa: A001

@@ -8,10 +8,13 @@ import torch
 import numr_web as nr
 
 
-def test_max_min_with_dim_return_values_only(device):
+def test_max_min_with_a_positional_dim_return_values_only(device):
     x = nr.tensor([[1.0, 3.0], [4.0, 2.0]], device=device)
-    assert x.max(1).tolist() == [3.0, 4.0] and x.min(dim=0).tolist() == [1.0, 2.0]
+    assert x.max(1).tolist() == [3.0, 4.0] and x.min(0, keepdim=True).tolist() == [[1.0, 2.0]]
+    assert x.max(axis=1).tolist() == [3.0, 4.0] and nr.min(x, 0).tolist() == [1.0, 2.0]
     assert torch.tensor([[1.0, 3.0]]).max(1).indices.tolist() == [1]     # torch: (values, indices)
+    values, indices = x.min(dim=0)                   # dim= by keyword: torch's pair
+    assert values.tolist() == [1.0, 2.0] and indices.tolist() == [0, 1]
 
 
 def test_mean_of_integer_tensor_raises_as_in_torch(device):

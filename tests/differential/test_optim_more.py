@@ -41,6 +41,8 @@ CONFIGS = [
     ("RAdam", dict()),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
     ("RAdam", dict(lr=0.01, betas=(0.9, 0.5), weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),   # = AdamW
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
 ]
 
 

@@ -45,7 +45,11 @@ def _nr(op, x, dim, keep):
         return nr.softmax(x, dim if dim is not None else -1)
     if op == "logsumexp":
         return nr.logsumexp(x, dim, keepdim=keep)
-    return getattr(x, op)(dim=dim, keepdim=keep)
+    r = getattr(x, op)(dim=dim, keepdim=keep)
+    if op in ("max", "min") and dim is not None:      # torch's (values, indices) for dim=
+        assert r._fields == ("values", "indices") and r.indices.dtype is nr.int32
+        return r.values
+    return r
 
 
 def test_reductions_against_torch(device):

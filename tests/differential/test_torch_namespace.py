@@ -428,6 +428,10 @@ def test_the_rest_of_readmes_unsupported_table():
         assert not hasattr(ntorch, name), name
     with pytest.raises(nr.UnsupportedError):
         ntorch.onnx.export(ntorch.nn.Linear(2, 2), ntorch.ones(1, 2), "m.onnx")
+    with pytest.raises(TypeError, match="out"):
+        ntorch.add(ntorch.ones(2), ntorch.ones(2), out=ntorch.zeros(2))
+    with pytest.raises(nr.UnsupportedError, match="max_norm"):
+        ntorch.nn.Embedding(3, 2, max_norm=1.0)
     with pytest.raises(nr.UnsupportedError, match="compose"):
         class Square(ntorch.autograd.Function):          # noqa: F841
             @staticmethod

@@ -9,7 +9,7 @@ program's import lines rewritten to `import numr_web.torch as torch` and friends
 recipe; the file is otherwise the same; nanogpt only). WORKDIR: where the
 initial weights are exchanged (the torch run writes init.npz, the numr run loads it, so both
 start from the same weights) and the results go (FRAMEWORK.json, FRAMEWORK.npz). DEVICE (numr
-only): "cpu" (default) or "webgpu". Dropout is switched off (p = 0) in both runs, the one source
+only): "cpu" (default), "webgpu" or "cuda"; the torch run is the reference on cpu. Dropout is switched off (p = 0) in both runs, the one source
 of randomness that would make the losses differ; the data are fixed by numpy seeds.
 """
 import contextlib
@@ -32,6 +32,11 @@ if framework == "numr_imports":
     import numr_web.torch as torch
 else:
     import torch  # noqa: E402  (after install_as_torch: numr_web.torch in the numr run)
+
+if framework != "torch" and device != "cpu":
+    # the programs' --accel / accelerator flags take torch.accelerator, which is cuda where there
+    # is a CUDA GPU: point it at the device under test (webgpu on a machine with both, too)
+    torch.accelerator.current_accelerator = lambda check_available=False: torch.device(device)
 
 losses, models = [], []
 _backward = torch.Tensor.backward
@@ -125,8 +130,17 @@ def run_mnist():
         return to(start_from_shared_weights(self), *args, **kwargs)
 
     main.Net.to = shared_start_then_to
+    if framework != "torch" and device != "cpu":
+        # main()'s accelerator branch also shuffles (numr_web's stream, not torch's): keep the
+        # batches in the order of the cpu reference, which does not shuffle
+        loader = torch.utils.data.DataLoader
+
+        def in_order(*args, shuffle=None, **kwargs):
+            return loader(*args, **kwargs)
+        main.torch.utils.data.DataLoader = in_order
     sys.argv = ["main.py", "--batch-size", "8", "--test-batch-size", "16", "--epochs", "1",
-                "--no-accel", "--log-interval", "1"]
+                "--log-interval", "1"] + (["--no-accel"] if framework == "torch" or
+                                          device == "cpu" else [])
     main.main()
     return {}
 
@@ -170,7 +184,9 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     extra = {"nanogpt": run_nanogpt, "mnist": run_mnist,
              "word_language_model": run_word_language_model}[program]()
-final = {k: v.detach().cpu().double().numpy() for k, v in models[-1].state_dict().items()}
+state = models[-1].state_dict()
+extra["device"] = next(iter(state.values())).device.type      # where it trained
+final = {k: v.detach().cpu().double().numpy() for k, v in state.items()}
 np.savez(os.path.join(workdir, f"{framework}.npz"), **final)
 with open(os.path.join(workdir, f"{framework}.json"), "w") as f:
     json.dump({"losses": losses, "stdout": out.getvalue(), **extra}, f)

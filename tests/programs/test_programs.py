@@ -4,7 +4,8 @@ agree to 1e-5 relative on cpu (they agree to ~1e-7), the final weights and what 
 print agree too. numr_web runs them through numr_web.install_as_torch() (their own `import
 torch` lines), and nanoGPT also with its import lines rewritten to `import numr_web.torch as
 torch` (the only change). word_language_model also runs on webgpu (its --accel flag picks
-torch.accelerator, which is webgpu where there is no CUDA: lavapipe in CI).
+torch.accelerator, pointed at the device under test). Each also trains on webgpu (lavapipe in CI)
+and on cuda (where there is a GPU), against PyTorch's cpu run.
 
 Each run is a fresh process (tests/programs/run_program.py): PyTorch and the alias cannot share
 one. Weights compare to an absolute 5e-5: attention's key bias has a gradient that is zero but
@@ -18,6 +19,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import numr_web as nr
 
 pytest.importorskip("torch")
 
@@ -56,6 +59,14 @@ def _compare(ours, ref, loss_rtol=1e-5, weight_atol=5e-5):
     assert set(ours["weights"]) == set(ref["weights"])
     for k, v in ref["weights"].items():
         np.testing.assert_allclose(ours["weights"][k], v, rtol=1e-4, atol=weight_atol, err_msg=k)
+
+
+_CUDA, _WHY = nr.backends.probe("cuda")
+# the accelerators: float32 sums in other orders (GEMM tiles, reductions), so the losses agree to
+# ~1e-6 and the weights after Adam's normalised steps to ~1e-5 rather than cpu's ~1e-7
+ACCELERATORS = [pytest.param("webgpu", id="webgpu"),
+                pytest.param("cuda", id="cuda",
+                             marks=pytest.mark.skipif(not _CUDA, reason=f"cuda: {_WHY}"))]
 
 
 def _lines(stdout, pattern):
@@ -108,8 +119,12 @@ def test_word_language_model_trains_like_torch(reference):
     assert len(_lines(ours["stdout"], pattern)) == 3       # two epochs, then the reloaded model
 
 
-def test_word_language_model_on_webgpu(reference):
-    workdir, ref = reference("word_language_model")
-    ours = _run("word_language_model", "numr", workdir, device="webgpu")
-    assert "Using device: webgpu" in ours["stdout"]
+@pytest.mark.parametrize("program", ["nanogpt", "mnist", "word_language_model"])
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_programs_train_like_torch_on_accelerators(reference, program, device):
+    workdir, ref = reference(program)
+    ours = _run(program, "numr", workdir, device=device)
+    assert ours["device"] == device and ref["device"] == "cpu"
     _compare(ours, ref, loss_rtol=1e-5, weight_atol=1e-4)
+    if program == "word_language_model":
+        assert f"Using device: {device}" in ours["stdout"]

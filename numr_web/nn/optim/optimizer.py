@@ -196,7 +196,8 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """torch.optim.Adam (L2 weight decay added to the gradient; amsgrad optional). capturable=True
+    """torch.optim.Adam (L2 weight decay added to the gradient, or AdamW's decoupled decay with
+    decoupled_weight_decay=True; amsgrad optional). capturable=True
     keeps the step count on the device, as torch's option does, so that nr.capture can record a
     step (with a Python count every step would differ)."""
 
@@ -204,13 +205,15 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, capturable=False, *, maximize=False, foreach=None,
-                 differentiable=False, fused=None):
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         _no_differentiable(differentiable)
         _check_common(lr, weight_decay)
         _check_adam(betas, eps)
+        decoupled = bool(decoupled_weight_decay) or self.decoupled      # Adam(True) is AdamW
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      capturable=bool(capturable), maximize=bool(maximize)))
+                                      capturable=bool(capturable), maximize=bool(maximize),
+                                      decoupled_weight_decay=decoupled))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
@@ -225,7 +228,8 @@ class Adam(Optimizer):
         if group.get("maximize"):
             g = -g
         base = p
-        if wd and self.decoupled:
+        decoupled = group.get("decoupled_weight_decay", self.decoupled)
+        if wd and decoupled:
             base = p * (1 - lr * wd)
         elif wd:
             g = g + p * wd
@@ -250,8 +254,9 @@ class Adam(Optimizer):
         if g._backend is not be or (m is None) != (v is None):
             return False
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
-        decay = None if not wd else "decoupled" if self.decoupled else "l2"
-        factor = (1 - lr * wd) if self.decoupled else wd
+        decoupled = group.get("decoupled_weight_decay", self.decoupled)
+        decay = None if not wd else "decoupled" if decoupled else "l2"
+        factor = (1 - lr * wd) if decoupled else wd
         out = be.adam_update(p._data, g._data, None if m is None else m._data,
                              None if v is None else v._data, decay, factor, 1 - b1, b2,
                              group["eps"], lr, b1, step._data if isinstance(step, Tensor) else step)
