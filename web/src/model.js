@@ -1,0 +1,218 @@
+// "Your model" page: runs the PyTorch code in the editor on numr_web in the worker
+// (web/py/model_runner.py: `import torch` is numr_web.torch, `report(loss=, step=)` feeds the chart,
+// printed "loss" lines too), streams what it prints, and shows a Python error with its traceback.
+// Stop asks the code to stop at its next report() / print / backward(); code that reaches none of
+// those within STOP_GRACE_MS is ended by restarting the worker.
+// URL parameters: ?example=spirals|nanogpt&autostart=1 (&mode=main: on the page's thread).
+// window.numrModel (for tests): {state: idle|running|stopping|stopped|done|error, example, points,
+//   vals, output, error: {type, module, numr, message, traceback} | null, result, restarted}.
+import { ready, restart, params, mode, showError, clearError, errorText } from './app.js';
+import { drawChart } from './chart.js';
+import runnerPy from '../py/model_runner.py?raw';
+import spiralsPy from '../py/examples/spirals.py?raw';
+import nanogptTrainPy from '../py/examples/nanogpt_train.py?raw';
+// nanoGPT's model.py and its licence, vendored unmodified in tests/programs/nanogpt/
+import nanogptModelPy from '../../tests/programs/nanogpt/model.py?raw';
+import nanogptLicense from '../../tests/programs/nanogpt/LICENSE?raw';
+
+const STOP_GRACE_MS = 3000;
+const MAX_OUTPUT = 200_000;         // characters kept in the output box (the oldest go first)
+const EXAMPLES = {
+  spirals: { code: spiralsPy, files: {} },
+  nanogpt: { code: nanogptTrainPy, files: { 'model.py': nanogptModelPy, 'LICENSE-nanoGPT': nanogptLicense } },
+};
+const $ = (id) => document.getElementById(id);
+const ui = window.numrModel = {
+  state: 'idle', example: null, points: [], vals: [], output: '', error: null, result: null, restarted: 0,
+};
+let client = null;
+let runSeq = 0;
+
+function status(text) { $('run-status').textContent = text; }
+
+// -- editor and examples ---------------------------------------------------------------------------------
+function loadExample(name) {
+  const ex = EXAMPLES[name] || EXAMPLES.spirals;
+  ui.example = EXAMPLES[name] ? name : 'spirals';
+  $('example').value = ui.example;
+  $('code').value = ex.code;
+  const names = Object.keys(ex.files);
+  $('files').hidden = names.length === 0;
+  const list = $('files-list');
+  list.textContent = '';
+  for (const n of names) {
+    const d = document.createElement('details');
+    const s = document.createElement('summary');
+    s.textContent = n;
+    const pre = document.createElement('pre');
+    pre.textContent = ex.files[n];
+    d.append(s, pre);
+    list.append(d);
+  }
+}
+$('example').addEventListener('change', () => loadExample($('example').value));
+$('code').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); return; }
+  if (e.key === 'Tab' && !e.shiftKey && !e.ctrlKey && !e.altKey) {     // indent, as an editor does
+    e.preventDefault();
+    document.execCommand('insertText', false, '    ');
+  }
+});
+
+// -- output and chart -----------------------------------------------------------------------------------
+let pending = [];
+let flushQueued = false;
+function appendOutput(text, cls) {
+  ui.output += text;
+  if (ui.output.length > 2 * MAX_OUTPUT) ui.output = ui.output.slice(-MAX_OUTPUT);
+  pending.push([text, cls]);
+  if (!flushQueued) { flushQueued = true; requestAnimationFrame(flushOutput); }
+}
+function flushOutput() {
+  flushQueued = false;
+  const out = $('output');
+  const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+  for (const [text, cls] of pending) {
+    const span = document.createElement('span');
+    span.className = cls;
+    span.textContent = text;
+    out.append(span);
+  }
+  pending = [];
+  let size = out.textContent.length;
+  while (size > MAX_OUTPUT && out.firstChild) { size -= out.firstChild.textContent.length; out.firstChild.remove(); }
+  if (atEnd) out.scrollTop = out.scrollHeight;
+}
+function clearOutput() { $('output').textContent = ''; pending = []; ui.output = ''; }
+
+let chartQueued = false;
+function redraw() {
+  const last = ui.points[ui.points.length - 1];
+  const steps = Math.max(1, ...ui.points.map((p) => p.step), ...ui.vals.map((p) => p.step));
+  drawChart($('chart'), { losses: ui.points, vals: ui.vals, totalSteps: steps });
+  $('chart').setAttribute('aria-label', last
+    ? `Loss chart: ${ui.points.length} points, latest loss ${last.loss.toPrecision(4)} at step ${last.step}`
+    : 'Loss chart: no losses reported yet');
+}
+const queueChart = () => {
+  if (!chartQueued) { chartQueued = true; requestAnimationFrame(() => { chartQueued = false; redraw(); }); }
+};
+new ResizeObserver(queueChart).observe($('chart'));
+
+function fmt(v) { return Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : v.toFixed(4); }
+
+function onEvent(me, d) {
+  if (me !== runSeq) return;
+  if (d.kind === 'output') {
+    appendOutput(d.text, d.stream);
+  } else if (d.kind === 'point') {
+    (d.series === 'val' ? ui.vals : ui.points).push({ step: d.step, loss: d.loss });
+    const extra = Object.entries(d.metrics || {}).map(([k, v]) => ` · ${k} ${fmt(v)}`).join('');
+    if (ui.state === 'running') status(`step ${d.step} · ${d.series === 'val' ? 'validation ' : ''}loss ${fmt(d.loss)}${extra}`);
+    queueChart();
+  } else if (d.kind === 'metrics' && ui.state === 'running') {
+    status(`step ${d.step ?? '–'}` + Object.entries(d.metrics).map(([k, v]) => ` · ${k} ${fmt(v)}`).join(''));
+  }
+}
+
+// -- run / stop -------------------------------------------------------------------------------------------
+function setRunning(on) {
+  $('run').disabled = on || !client;
+  $('stop').disabled = !on;
+}
+
+function showRunError(e) {
+  const el = $('run-error');
+  if (!e) { el.hidden = true; el.textContent = ''; return; }
+  el.hidden = false;
+  el.textContent = e.numr
+    ? `${e.type} (${e.module}.${e.type}, a numr_web error): ${e.message}`
+    : (e.message ? `${e.type}: ${e.message}` : e.type);
+}
+
+async function run() {
+  if (!client || ui.state === 'running' || ui.state === 'stopping') return;
+  const me = ++runSeq;
+  const ex = EXAMPLES[ui.example];
+  const code = $('code').value;
+  // an example's files go along with the code whatever it became (it may still import them)
+  const files = ex ? ex.files : {};
+  Object.assign(ui, { state: 'running', points: [], vals: [], error: null, result: null });
+  clearOutput(); showRunError(null); clearError();
+  appendOutput(`# running on ${client.info.device}${client.info.webgpu ? ` (WebGPU: ${client.info.webgpu})` : ''}\n`, 'note');
+  setRunning(true);
+  status('running…');
+  redraw();
+  try {
+    const r = await client.call('model_run', { code, files }, { onEvent: (d) => onEvent(me, d), stoppable: true });
+    if (me !== runSeq) return;                   // ended by a restart meanwhile
+    ui.result = r;
+    const secs = `${r.seconds.toFixed(1)} s`;
+    if (r.error) {
+      ui.state = 'error'; ui.error = r.error;
+      showRunError(r.error);
+      status(`failed after ${secs}: ${r.error.type}`);
+    } else if (r.stopped) {
+      ui.state = 'stopped';
+      status(`stopped after ${secs}` + (ui.points.length ? `; last loss ${fmt(ui.points[ui.points.length - 1].loss)}` : ''));
+    } else {
+      ui.state = 'done';
+      status(`done in ${secs}` + (ui.points.length ? `; last loss ${fmt(ui.points[ui.points.length - 1].loss)}` : '; no losses reported'));
+    }
+  } catch (err) {
+    if (me !== runSeq) return;
+    ui.state = 'error'; ui.error = { type: err.type || err.name, message: errorText(err) };
+    status('the run failed: ' + ui.error.message);
+    showError(err, 'running the code');
+  } finally {
+    if (me === runSeq) { setRunning(false); redraw(); }
+  }
+}
+
+async function stop() {
+  if (ui.state !== 'running' || !client) return;
+  const me = runSeq;
+  ui.state = 'stopping';
+  $('stop').disabled = true;
+  status('stopping (at the next report(), print or backward())…');
+  client.stop();
+  await new Promise((r) => setTimeout(r, STOP_GRACE_MS));
+  if (me !== runSeq || ui.state !== 'stopping') return;
+  if (mode !== 'worker') { status('the code does not stop: it runs on the page (?mode=main); reload the page'); return; }
+  // the code checked nothing: end the worker and start a fresh one
+  runSeq++;
+  client = null;
+  setRunning(false);
+  status('the code did not stop: restarting numr_web…');
+  appendOutput('\n# stopped: the worker running the code was ended and a new one started\n', 'note');
+  try {
+    const c = await restart();
+    await c.runPython(runnerPy);
+    client = c;
+    ui.restarted++;
+    ui.state = 'stopped';
+    ui.result = { stopped: true, restarted: true };
+    status('stopped (numr_web was restarted)');
+  } catch (err) {
+    ui.state = 'error'; ui.error = { type: err.name, message: errorText(err) };
+    showError(err, 'restarting numr_web');
+  } finally {
+    setRunning(false);
+    redraw();
+  }
+}
+
+$('controls').addEventListener('submit', (e) => { e.preventDefault(); run(); });
+$('stop').addEventListener('click', stop);
+loadExample(params.get('example') || 'spirals');
+redraw();
+
+ready.then(async (c) => {
+  await c.runPython(runnerPy);
+  client = c;
+  setRunning(false);
+  status(`ready: press Run (on ${c.info.device})`);
+  if (params.get('autostart') === '1') run();
+}).catch((err) => {
+  status(err && err.name === 'NoWebGPUError' ? 'running code needs WebGPU (see above)' : 'numr_web failed to load (see above)');
+});
