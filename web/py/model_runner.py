@@ -18,10 +18,12 @@ import types
 SCRIPT = "main.py"
 # a "loss" followed by its value: "loss 2.3", "Loss: 2.3", "loss=2.3", "train_loss 2.3"
 _LOSS = re.compile(r"(?i)loss\b\s*[:=]?\s*(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)\b")
-# the step the line is about: "step 10", "iter 3", "iteration 3:", "it 5", "batch #4"
-_STEP = re.compile(r"(?i)\b(?:step|iter|iteration|it|batch)\b\s*[:#=]?\s*(?P<n>\d+)")
+# the step the line is about: "step 10", "iter 3", "iteration 3:", "it 5", "batch #4" (a whole
+# number: not the 31 of "ms/batch 31.56")
+_STEP = re.compile(r"(?i)\b(?:step|iter|iteration|it|batch)\b\s*[:#=]?\s*(?P<n>\d+)(?![\d.])")
 # a loss of held-out data: these words between the previous loss (or the line's start) and this one
-_HELD_OUT = re.compile(r"(?i)\b(?:val|valid|validation|test|eval|evaluation|dev)\b")
+# ("val loss", "test_loss", "Test set: Average loss")
+_HELD_OUT = re.compile(r"(?i)(?<![a-z])(?:val|valid|validation|test|eval|evaluation|dev)(?![a-z])")
 
 
 def _js(d):

@@ -141,7 +141,9 @@ async function run() {
   clearOutput(); showRunError(null); clearError();
   appendOutput(`# running on ${client.info.device}${client.info.webgpu ? ` (WebGPU: ${client.info.webgpu})` : ''}\n`, 'note');
   setRunning(true);
-  status('running…');
+  status(client.info.device === 'webgpu'
+    ? 'running… (the first steps of a model compile its WebGPU kernels: seconds to a minute on a software GPU)'
+    : 'running…');
   redraw();
   try {
     const r = await client.call('model_run', { code, files }, { onEvent: (d) => onEvent(me, d), stoppable: true });
