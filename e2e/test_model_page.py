@@ -12,7 +12,6 @@ losses the page charts must agree with PyTorch's (see LOSS_RTOL).
 """
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -133,6 +132,9 @@ def test_model_page_runs_code_and_reports(app):
     assert 'main.py", line 4' in err["traceback"] and "y = x @ torch.ones(4, 5)" in err["traceback"]
     banner = page.inner_text("#run-error")
     assert banner.startswith("ShapeError") and err["message"] in banner
+    assert ui["errorLine"] == 4 and "line 4 of the code" in banner        # selected in the editor
+    assert page.evaluate("() => { const t = document.getElementById('code'); "
+                         "return t.value.slice(t.selectionStart, t.selectionEnd); }") == "y = x @ torch.ones(4, 5)"
     assert page.locator("#output .stderr").count() >= 1 and "Traceback" in ui["output"]
     app.screenshot("error")
 
@@ -150,24 +152,27 @@ def test_model_page_runs_code_and_reports(app):
     assert page.evaluate("() => window.numrModel.restarted") == 0
     assert "stopped after" in page.inner_text("#run-status")
 
-    # ... and one that checks nothing is ended by restarting the worker; the page runs code again
+    # ... and one that checks nothing is ended by restarting the worker; the page runs code again,
+    # with the files added before
+    page.set_input_files("#add-files", files=[{"name": "note.txt", "mimeType": "text/plain", "buffer": b"kept"}])
+    page.wait_for_selector('#uploaded li[data-name="note.txt"]')
     page.fill("#code", "while True:\n    pass\n")
     page.click("#run")
     app.wait_state("window.numrModel.state", ["running"])
     page.click("#stop")
     assert app.wait_state("window.numrModel.state", ["stopped", "error", "done"], 300_000) == "stopped"
     assert page.evaluate("() => window.numrModel.restarted") == 1
-    ui = _run(app, "import torch\nprint('again on', torch.ones(2).device)\n")
-    assert ui["state"] == "done" and "again on webgpu" in ui["output"], ui
+    ui = _run(app, "import torch\nprint('again on', torch.ones(2).device, open('note.txt').read())\n")
+    assert ui["state"] == "done" and "again on webgpu kept" in ui["output"], ui
     assert page.is_hidden("#numr-error")
     app.assert_clean()
 
 
 def test_nanogpt_example_matches_pytorch(app, tmp_path):
     """nanoGPT's model.py + the example's loop: PyTorch natively, then the page on WebGPU from
-    PyTorch's initial weights (a file put into the page's working folder); equal losses."""
+    PyTorch's initial weights (a file added through the page's file input); equal losses."""
     ref, weights = _torch_reference(tmp_path)
-    blob = base64.b64encode(_safetensors_bytes(weights, tmp_path / "init.safetensors")).decode()
+    blob = _safetensors_bytes(weights, tmp_path / "init.safetensors")
 
     app.goto("model.html?example=nanogpt")
     page = app.page
@@ -176,8 +181,9 @@ def test_nanogpt_example_matches_pytorch(app, tmp_path):
     assert page.is_visible("#files")
     files = page.locator("#files-list summary").all_text_contents()
     assert files == ["model.py", "LICENSE-nanoGPT"]
-    app.py("import base64, os\nd = os.path.expanduser('~/your_model'); os.makedirs(d, exist_ok=True)\n"
-           f"open(os.path.join(d, 'init.safetensors'), 'wb').write(base64.b64decode('{blob}'))\n")
+    page.set_input_files("#add-files", files=[{"name": "init.safetensors", "mimeType": "application/octet-stream",
+                                                "buffer": blob}])
+    page.wait_for_selector('#uploaded li[data-name="init.safetensors"]')
 
     ui = _run(app, _nanogpt_code("init.safetensors"))
     assert ui["state"] == "done", (ui["error"], ui["output"][-3000:])

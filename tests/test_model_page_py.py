@@ -163,6 +163,18 @@ def test_files_next_to_the_script_are_imported_fresh_each_run(run):
         run("", {"../escape.py": ""})
 
 
+def test_added_files_stay_for_later_runs(run, runner, tmp_path):
+    work = str(tmp_path / "work")
+    out = asyncio.run(runner.model_put_file({"name": "data/w.bin", "data": b"\x00\x01\xff", "workdir": work}))
+    assert out["size"] == 3 and out["path"] == str(tmp_path / "work" / "data" / "w.bin")
+    for bad in ("../w.bin", "/etc/w.bin", "", "a//b"):
+        with pytest.raises(ValueError, match="inside the working folder"):
+            asyncio.run(runner.model_put_file({"name": bad, "data": b"", "workdir": work}))
+    for _ in range(2):
+        res, events = run("print(list(open('data/w.bin', 'rb').read()))\n")
+        assert res["ok"] and _output(events) == "[0, 1, 255]\n"
+
+
 def test_top_level_await_and_main_module(run):
     code = ("import asyncio, dataclasses, pickle, torch\n@dataclasses.dataclass\nclass C:\n    a: int = 1\n"
             "print(await torch.ones(2).read(), await asyncio.sleep(0, 'ok'), __name__,\n"

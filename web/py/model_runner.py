@@ -160,10 +160,7 @@ def _error_info(exc, script):
 def _write_files(workdir, code, files):
     os.makedirs(workdir, exist_ok=True)
     for name, text in dict(files or {}).items():
-        name = str(name)
-        if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
-            raise ValueError(f"file names must stay inside the working folder, got {name!r}")
-        path = os.path.join(workdir, name)
+        path = os.path.join(workdir, _safe_name(name))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(str(text))
@@ -182,6 +179,32 @@ def _forget_modules(workdir):
             del sys.modules[name]
 
 
+def _workdir(c):
+    return str(c.get("workdir") or os.path.join(os.path.expanduser("~"), "your_model"))
+
+
+def _safe_name(name):
+    name = str(name)
+    parts = name.replace("\\", "/").split("/")
+    if not name or os.path.isabs(name) or ".." in parts or "" in parts:
+        raise ValueError(f"file names must stay inside the working folder, got {name!r}")
+    return name
+
+
+async def model_put_file(cfg, emit=None, should_stop=None):
+    """cfg: {name, data (bytes; a Uint8Array from the page), workdir}: a file for the code to open
+    (data, weights), kept in the working folder for later runs. -> {name, path, size}"""
+    c = dict(_py(cfg or {}))
+    name = _safe_name(c.get("name"))
+    data = bytes(_py(c.get("data")) or b"")
+    workdir = _workdir(c)
+    path = os.path.join(workdir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return _js({"name": name, "path": path, "size": len(data)})
+
+
 async def model_run(cfg, emit=None, should_stop=None):
     """cfg: {code (the script), files ({name: text} written next to it, e.g. a model.py it
     imports), workdir (default ~/your_model)}. Runs the code as __main__ (top-level `await` works)
@@ -193,7 +216,7 @@ async def model_run(cfg, emit=None, should_stop=None):
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
     send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
     code = str(c.get("code") or "")
-    workdir = str(c.get("workdir") or os.path.join(os.path.expanduser("~"), "your_model"))
+    workdir = _workdir(c)
     files = _py(c.get("files")) or {}
     import numr_web
     numr_web.install_as_torch()

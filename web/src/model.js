@@ -5,7 +5,8 @@
 // those within STOP_GRACE_MS is ended by restarting the worker.
 // URL parameters: ?example=spirals|nanogpt&autostart=1 (&mode=main: on the page's thread).
 // window.numrModel (for tests): {state: idle|running|stopping|stopped|done|error, example, points,
-//   vals, output, error: {type, module, numr, message, traceback} | null, result, restarted}.
+//   vals, output, error: {type, module, numr, message, traceback} | null, errorLine (the script's
+//   line the error came from, selected in the editor), result, restarted (worker restarts by Stop)}.
 import { ready, restart, params, mode, showError, clearError, errorText } from './app.js';
 import { drawChart } from './chart.js';
 import runnerPy from '../py/model_runner.py?raw';
@@ -23,7 +24,8 @@ const EXAMPLES = {
 };
 const $ = (id) => document.getElementById(id);
 const ui = window.numrModel = {
-  state: 'idle', example: null, points: [], vals: [], output: '', error: null, result: null, restarted: 0,
+  state: 'idle', example: null, points: [], vals: [], output: '', error: null, errorLine: null, result: null,
+  restarted: 0,
 };
 let client = null;
 let runSeq = 0;
@@ -57,6 +59,37 @@ $('code').addEventListener('keydown', (e) => {
     e.preventDefault();
     document.execCommand('insertText', false, '    ');
   }
+});
+
+// -- files the user adds (data, weights): written next to the script, again into a restarted worker --
+const uploaded = new Map();            // name -> Uint8Array
+function showUploaded() {
+  const list = $('uploaded');
+  list.textContent = '';
+  for (const [name, data] of uploaded) {
+    const li = document.createElement('li');
+    li.textContent = `${name} (${data.length < 1024 ? `${data.length} bytes` : `${(data.length / 1024).toFixed(1)} KiB`})`;
+    li.dataset.name = name;
+    list.append(li);
+  }
+}
+async function addFiles(fileList) {
+  for (const f of fileList) {
+    const data = new Uint8Array(await f.arrayBuffer());
+    try {
+      await client.call('model_put_file', { name: f.name, data });
+      uploaded.set(f.name, data);
+    } catch (err) {
+      showError(err, `adding ${f.name}`);
+    }
+  }
+  showUploaded();
+}
+$('add-files').addEventListener('change', async (e) => {
+  const input = e.target;
+  if (!client || !input.files.length) return;
+  input.disabled = true;
+  try { await addFiles([...input.files]); } finally { input.value = ''; input.disabled = ui.state === 'running' || !client; }
 });
 
 // -- output and chart -----------------------------------------------------------------------------------
@@ -118,7 +151,20 @@ function onEvent(me, d) {
 // -- run / stop -------------------------------------------------------------------------------------------
 function setRunning(on) {
   $('run').disabled = on || !client;
+  $('add-files').disabled = on || !client;
   $('stop').disabled = !on;
+}
+
+/** Selects line `n` of the editor (scrolled into view, focused); -> n, or null past its end. */
+function selectLine(n) {
+  const ta = $('code'), lines = ta.value.split('\n');
+  if (!(n >= 1 && n <= lines.length)) return null;
+  const start = lines.slice(0, n - 1).reduce((a, l) => a + l.length + 1, 0);
+  ta.focus({ preventScroll: true });
+  ta.setSelectionRange(start, start + lines[n - 1].length);
+  const lh = parseFloat(getComputedStyle(ta).lineHeight) || 16;
+  ta.scrollTop = Math.max(0, (n - 3) * lh);
+  return n;
 }
 
 function showRunError(e) {
@@ -128,6 +174,10 @@ function showRunError(e) {
   el.textContent = e.numr
     ? `${e.type} (${e.module}.${e.type}, a numr_web error): ${e.message}`
     : (e.message ? `${e.type}: ${e.message}` : e.type);
+  // the script's last line in the traceback: where the error came from, in the code as written
+  const m = [...(e.traceback || '').matchAll(/File "[^"]*\/main\.py", line (\d+)/g)].pop();
+  ui.errorLine = m ? selectLine(Number(m[1])) : null;
+  if (ui.errorLine) el.textContent += `\n(line ${ui.errorLine} of the code: selected in the editor)`;
 }
 
 async function run() {
@@ -135,9 +185,10 @@ async function run() {
   const me = ++runSeq;
   const ex = EXAMPLES[ui.example];
   const code = $('code').value;
-  // an example's files go along with the code whatever it became (it may still import them)
-  const files = ex ? ex.files : {};
-  Object.assign(ui, { state: 'running', points: [], vals: [], error: null, result: null });
+  // an example's files go along with the code whatever it became (it may still import them), but
+  // not over a file the user added under the same name
+  const files = Object.fromEntries(Object.entries(ex ? ex.files : {}).filter(([n]) => !uploaded.has(n)));
+  Object.assign(ui, { state: 'running', points: [], vals: [], error: null, errorLine: null, result: null });
   clearOutput(); showRunError(null); clearError();
   appendOutput(`# running on ${client.info.device}${client.info.webgpu ? ` (WebGPU: ${client.info.webgpu})` : ''}\n`, 'note');
   setRunning(true);
@@ -190,6 +241,7 @@ async function stop() {
   try {
     const c = await restart();
     await c.runPython(runnerPy);
+    for (const [name, data] of uploaded) await c.call('model_put_file', { name, data });
     client = c;
     ui.restarted++;
     ui.state = 'stopped';
