@@ -198,3 +198,27 @@ def test_nanogpt_example_matches_pytorch(app, tmp_path):
     assert "using fused AdamW: False" in ui["output"] and "training on webgpu" in ui["output"]
     app.screenshot("nanogpt")
     app.assert_clean()
+
+
+def test_model_page_without_jspi(make_app):
+    """Without JSPI (Safari, older Chrome) a blocking read in the code is a typed error whose
+    message says what to write instead; `await loss.read()` at the top level works. The code as
+    edited is still there after a reload."""
+    app = make_app(jspi=False)
+    app.goto("model.html")
+    page = app.page
+    page.wait_for_selector("#run:not([disabled])")
+    ui = _run(app, "import torch\nloss = (torch.ones(3) * 2).sum()\nprint(loss.item())\n")
+    assert ui["state"] == "error" and ui["error"]["numr"], ui["error"]
+    assert "await t.read()" in ui["error"]["message"] and ui["errorLine"] == 3
+    ui = _run(app, "import torch\nloss = (torch.ones(3) * 2).sum()\nprint('loss', await loss.read())\n")
+    assert ui["state"] == "done" and "loss 6.0" in ui["output"], ui
+    assert [p["loss"] for p in ui["points"]] == [6.0]
+    # the edited code outlives a reload; Reset puts the example back
+    page.reload()
+    app.wait_ready()
+    assert "await loss.read()" in page.input_value("#code")
+    page.click("#reset")
+    assert page.input_value("#code") == (EXAMPLES / "spirals.py").read_text()
+    assert page.is_hidden("#reset")
+    app.assert_clean()

@@ -33,11 +33,23 @@ let runSeq = 0;
 function status(text) { $('run-status').textContent = text; }
 
 // -- editor and examples ---------------------------------------------------------------------------------
+// the code as edited is kept per example in localStorage (a reload keeps it); Reset restores the example
+const DRAFT_KEY = (name) => `numr-web/model/${name}`;
+function draft(name, code) {
+  try {
+    if (code === undefined) return localStorage.getItem(DRAFT_KEY(name));
+    if (code === null) localStorage.removeItem(DRAFT_KEY(name)); else localStorage.setItem(DRAFT_KEY(name), code);
+  } catch (e) { /* storage off (private mode, quota): edits are not kept */ }
+  return null;
+}
+
 function loadExample(name) {
   const ex = EXAMPLES[name] || EXAMPLES.spirals;
   ui.example = EXAMPLES[name] ? name : 'spirals';
   $('example').value = ui.example;
-  $('code').value = ex.code;
+  const kept = draft(ui.example);
+  $('code').value = kept ?? ex.code;
+  $('reset').hidden = kept === null || kept === ex.code;
   const names = Object.keys(ex.files);
   $('files').hidden = names.length === 0;
   const list = $('files-list');
@@ -53,6 +65,15 @@ function loadExample(name) {
   }
 }
 $('example').addEventListener('change', () => loadExample($('example').value));
+$('code').addEventListener('input', () => {
+  const ex = EXAMPLES[ui.example], code = $('code').value;
+  draft(ui.example, code === ex.code ? null : code);
+  $('reset').hidden = code === ex.code;
+});
+$('reset').addEventListener('click', () => {
+  draft(ui.example, null);
+  loadExample(ui.example);
+});
 $('code').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); return; }
   if (e.key === 'Tab' && !e.shiftKey && !e.ctrlKey && !e.altKey) {     // indent, as an editor does
