@@ -164,6 +164,11 @@ def test_model_page_runs_code_and_reports(app):
     assert page.evaluate("() => window.numrModel.restarted") == 1
     ui = _run(app, "import torch\nprint('again on', torch.ones(2).device, open('note.txt').read())\n")
     assert ui["state"] == "done" and "again on webgpu kept" in ui["output"], ui
+    page.click("#numr-console summary")               # the page's Python console: the new worker
+    page.fill("#py-input", "import numr_web as nr\nprint(await (nr.ones(2) * 3).read())")
+    page.click("#py-run")
+    page.wait_for_function("() => document.getElementById('py-output').dataset.state !== 'running'")
+    assert page.inner_text("#py-output").strip() == "[3.0, 3.0]"
     assert page.is_hidden("#numr-error")
     app.assert_clean()
 

@@ -99,7 +99,8 @@ export async function runConsole(code) {
   out.dataset.state = 'running';
   out.textContent = '…';
   try {
-    const client = await ready;
+    await ready;
+    const client = window.numrClient;           // the current one (restart() replaces it)
     out.textContent = await client.call('numr_console', code);
     out.dataset.state = 'ok';
   } catch (err) {
