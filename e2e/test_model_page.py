@@ -102,7 +102,7 @@ def test_model_page_runs_code_and_reports(app):
     page = app.page
     page.wait_for_selector("#run:not([disabled])")
     assert page.input_value("#example") == "spirals"
-    assert "report(loss=loss, step=step" in page.input_value("#code")
+    assert "report(loss=loss.item(), step=step" in page.input_value("#code")
     assert page.is_hidden("#files")                    # the spirals example needs no other file
 
     ui = _run(app, page.input_value("#code").replace("steps = 300", "steps = 30"))

@@ -1,12 +1,18 @@
 # An MLP learns two interleaved spirals: plain PyTorch, run here by numr_web (`import torch` is
 # numr_web.torch in this page) on WebGPU. report(loss=..., step=...) draws the chart: a function
 # this page defines for the code it runs (printed "step N: loss X" lines are charted too when the
-# code never calls it).
+# code never calls it); elsewhere the fallback below prints the values.
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+try:
+    report
+except NameError:                 # outside this page (under PyTorch, say): print the values instead
+    def report(step, **values):
+        print(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
 
 torch.manual_seed(0)
 device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
@@ -36,7 +42,7 @@ for step in range(1, steps + 1):
     optimizer.step()
     if step % 10 == 0:
         accuracy = (logits.argmax(dim=1) == y).float().mean()
-        report(loss=loss, step=step, accuracy=accuracy)
+        report(loss=loss.item(), step=step, accuracy=accuracy.item())
 
 with torch.no_grad():
     accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
