@@ -60,7 +60,8 @@ export default defineConfig(({ command }) => {
       viteStaticCopy({ structured: true, targets: [{ src: 'lib/**/*', dest: '.' }] }),
       serviceWorker(),
     ],
-    server: { host: '127.0.0.1', port: 5173, strictPort: false, headers: ISOLATION },
+    // fs.allow: the model page ships nanoGPT's model.py from tests/programs/ (outside web/)
+    server: { host: '127.0.0.1', port: 5173, strictPort: false, headers: ISOLATION, fs: { allow: [here] } },
     preview: { headers: ISOLATION },
     build: {
       outDir: resolve(here, 'web/dist'),
@@ -71,6 +72,7 @@ export default defineConfig(({ command }) => {
         input: {
           index: resolve(here, 'web/index.html'),
           gpt: resolve(here, 'web/gpt.html'),
+          model: resolve(here, 'web/model.html'),
           parity: resolve(here, 'web/parity.html'),
           bench: resolve(here, 'web/bench.html'),
         },

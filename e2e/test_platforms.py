@@ -15,7 +15,7 @@ import pytest
 
 from e2e_support import ROOT, App, check_parity, load_serve
 
-PAGES = ("index.html", "gpt.html", "parity.html", "bench.html", "embed.html")
+PAGES = ("index.html", "gpt.html", "model.html", "parity.html", "bench.html", "embed.html")
 SMALL_TRAIN = "hidden=32&epochs=3&batch=64&lr=0.01&activation=relu"
 JSPI_STATE = """
 import js
@@ -131,6 +131,16 @@ def test_no_webgpu_trains_on_cpu(make_app, no_webgpu_browser, web_dist, mode):
         app.page.evaluate("() => window.numrGPT.error")
     losses = [p["loss"] for p in app.page.evaluate("() => window.numrGPT.losses")]
     assert len(losses) == 3 and all(0 < v < 10 for v in losses), losses
+    app.goto(f"model.html?mode={mode}")                 # the examples' device choice: cpu here
+    app.page.wait_for_selector("#run:not([disabled])")
+    app.page.fill("#code", "import torch\nd = torch.accelerator.current_accelerator() if "
+                  "torch.accelerator.is_available() else torch.device('cpu')\n"
+                  "print('on', (torch.ones(2, device=d) * 2).device)\n")
+    app.page.click("#run")
+    assert app.wait_state("window.numrModel.state", ["done", "error"]) == "done", \
+        app.page.evaluate("() => window.numrModel.error")
+    assert "# running on cpu" in app.page.evaluate("() => window.numrModel.output")
+    assert "on cpu" in app.page.evaluate("() => window.numrModel.output")
     app.goto(f"parity.html?mode={mode}&autorun=1", wait_ready=False)
     check_parity(app)
     app.goto("bench.html", wait_ready=False)
@@ -170,6 +180,12 @@ def test_phone_layout(make_app):
     assert app.wait_state("window.numrGPT.state", ["done", "error"]) == "done"
     app.wait_state("window.numrGPT.gen.state", ["done", "error"])
     checks["gpt.html"] = page.evaluate(NO_SIDEWAYS)
+    app.goto("model.html")                 # the code box scrolls in itself; the output wraps
+    page.wait_for_selector("#run:not([disabled])")
+    page.fill("#code", "import torch\nfor step in range(3):\n    print(f'step {step}: loss {1 / (step + 1)}', 'x' * 300)\n")
+    page.click("#run")
+    assert app.wait_state("window.numrModel.state", ["done", "error"]) == "done"
+    checks["model.html"] = page.evaluate(NO_SIDEWAYS)
     app.goto("parity.html?only=gelu&autorun=1", wait_ready=False)    # incl. the longest names
     check_parity(app, min_rows=3)
     checks["parity.html"] = page.evaluate(NO_SIDEWAYS)
@@ -177,9 +193,9 @@ def test_phone_layout(make_app):
     app.wait_state("document.getElementById('bench-status').dataset.state", ["done", "error"])
     checks["bench.html"] = page.evaluate(NO_SIDEWAYS)
     nav = page.evaluate("() => [...document.querySelectorAll('nav a')].map((a) => a.getBoundingClientRect().right)")
-    assert len(nav) == 4 and max(nav) <= 390
+    assert len(nav) == 5 and max(nav) <= 390
     app.screenshot("phone")
-    assert checks == {"index.html": [], "gpt.html": [], "parity.html": [], "bench.html": []}
+    assert checks == {"index.html": [], "gpt.html": [], "model.html": [], "parity.html": [], "bench.html": []}
     app.assert_clean()
 
 

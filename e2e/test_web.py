@@ -503,6 +503,6 @@ def test_bench_page(app):
 
 def test_no_external_requests_on_any_page(app):
     """Every page loads with everything from localhost and no console errors."""
-    for name in ("index.html", "gpt.html", "parity.html", "bench.html?mode=main"):
+    for name in ("index.html", "gpt.html", "model.html", "parity.html", "bench.html?mode=main"):
         app.goto(name)
     app.assert_clean()

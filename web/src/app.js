@@ -67,7 +67,7 @@ function header() {
   h.innerHTML = `
     <nav aria-label="numr_web pages">
       <strong>numr_web</strong>
-      ${link('index.html', 'train', 'Training')}${link('gpt.html', 'gpt', 'GPT')}${link('parity.html', 'parity', 'Parity')}${link('bench.html', 'bench', 'Benchmark')}
+      ${link('index.html', 'train', 'Training')}${link('gpt.html', 'gpt', 'GPT')}${link('model.html', 'model', 'Your model')}${link('parity.html', 'parity', 'Parity')}${link('bench.html', 'bench', 'Benchmark')}
     </nav>
     <div id="numr-status" data-state="loading" role="status" aria-live="polite"><span class="dot"></span><span class="text">starting…</span></div>
     <div id="numr-error" role="alert" hidden><span class="text"></span><button type="button" class="close" aria-label="Dismiss the error">×</button></div>`;
@@ -99,7 +99,8 @@ export async function runConsole(code) {
   out.dataset.state = 'running';
   out.textContent = '…';
   try {
-    const client = await ready;
+    await ready;
+    const client = window.numrClient;           // the current one (restart() replaces it)
     out.textContent = await client.call('numr_console', code);
     out.dataset.state = 'ok';
   } catch (err) {
@@ -145,6 +146,22 @@ if (import.meta.env.PROD && 'serviceWorker' in navigator) {
 }
 
 const t0 = performance.now();
+let connect = null;
+const pyOf = (c) => c.pyodide || { runPythonAsync: (code) => c.runPython(code), mode: c.mode, client: c };
+
+/** Ends numr_web's worker (and whatever Python runs there) and starts a fresh one: -> the new
+ * client, also window.numrClient / window.numrReady from then on. */
+export async function restart() {
+  await ready;
+  if (window.numrClient) window.numrClient.terminate();
+  setStatus('restarting numr_web…');
+  const client = await connect();
+  window.numrClient = client;
+  window.numrReady = Promise.resolve(pyOf(client));
+  setStatus(`ready (restarted) — numr_web ${client.info.version}, ${client.mode === 'worker' ? 'in a worker' : 'on the page'}`, 'ready');
+  return client;
+}
+
 /** Resolves to the library client once numr_web is ready; rejects with the reason. */
 export const ready = (async () => {
   const lib = await libLoaded;
@@ -153,12 +170,13 @@ export const ready = (async () => {
   // build has it (the page decides: a worker may see WebGPU where the page does not)
   let device = params.get('device') || 'auto';
   if (device === 'auto' && !support.ok) device = 'cpu';
+  connect = () => lib.loadNumr({
+    worker: mode === 'worker', device, baseURL: new URL('lib/', document.baseURI).href,
+    onStatus: (t) => setStatus(t), stdout: (s) => { log(s); console.log(s); }, stderr: (s) => { log(s); console.warn(s); },
+  });
   let client;
   try {
-    client = await lib.loadNumr({
-      worker: mode === 'worker', device, baseURL: new URL('lib/', document.baseURI).href,
-      onStatus: (t) => setStatus(t), stdout: (s) => { log(s); console.log(s); }, stderr: (s) => { log(s); console.warn(s); },
-    });
+    client = await connect();
   } catch (err) {
     const noFallback = err && err.option === 'device' && !support.ok;     // a build without numpy
     if (err && (err.name === 'NoWebGPUError' || noFallback)) {
@@ -183,5 +201,5 @@ ready.catch((err) => {
   setStatus('numr_web failed to load', 'error');
   showError(err, 'loading numr_web failed');
 });
-window.numrReady = ready.then((c) => c.pyodide || { runPythonAsync: (code) => c.runPython(code), mode: c.mode, client: c });
+window.numrReady = ready.then(pyOf);
 window.numrReady.catch(() => {});
