@@ -325,3 +325,30 @@ def test_tiles_shrink_to_fit_the_device(att):
     launched = att.be.kernels.fns
     assert launched["attn_fwd_t<float, 64, 0, 4, 4, 32>"].launches
     assert launched["attn_bwd_dq_t<float, 64, 0, 4, 4, 16>"].launches
+
+
+@pytest.mark.parametrize("dtype,tensor_cores", [(np.float32, False), (np.float16, True),
+                                                (np.float16, False)])
+def test_tiled_kernels_read_and_write_heads_in_place(att, dtype, tensor_cores, monkeypatch):
+    """q, k, v as the heads of one fused projection ((B, T, 3 H d) viewed as three (B, H, T, d):
+    rows 3 H d values apart) and dout as the heads of a (B, T, H d) gradient are read where they
+    are (no copies); out, dq, dk and dv come back laid out as (B, T, H, n), so that merging the
+    heads (transpose(1, 2).reshape(B, T, H n)) is a view. Values as the float64 reference."""
+    alt = A.Attention(att.be)
+    alt.tensor_cores = tensor_cores
+    B, H, T, d = 2, 3, 70, 32
+    r = np.random.default_rng(11)
+    qkv = r.normal(size=(B, T, 3 * H * d)).astype(dtype)
+    q, k, v = (qkv[..., i * H * d:(i + 1) * H * d].reshape(B, T, H, d).transpose(0, 2, 1, 3)
+               for i in range(3))
+    g = r.normal(size=(B, T, H * d)).astype(dtype).reshape(B, T, H, d).transpose(0, 2, 1, 3)
+    copies = []
+    dense = _XP.ascontiguousarray
+    monkeypatch.setattr(_XP, "ascontiguousarray",
+                        staticmethod(lambda a: copies.append(a.shape) or dense(a)))
+    got = _run(alt, q, k, v, None, True, d ** -0.5, g)
+    assert [s for s in copies if len(s) == 4] == []
+    want = attention_reference(q, k, v, None, True, d ** -0.5, g)
+    _check(got, want, dtype)
+    for t in (got[0],) + got[2:]:
+        assert t.shape == (B, H, T, d) and t.swapaxes(1, 2).flags.c_contiguous

@@ -35,6 +35,7 @@ FLOAT_BYTES = 4
 DEFAULT_SMEM = 48 * 1024                   # shared memory a block gets without opting in
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 VEC_QK, VEC_V = 1, 2                       # the tiled kernels' `vec` bits (vector rows readable)
+STRIDED_ROLES = ("q", "k", "v", "o", "g", "dq", "dk", "dv")   # ATT_STRIDES' operands, in order
 MIN_COLS = 16                              # a tile's columns are halved down to this to fit a device
 
 # -- attention_tiled.cu: (warps a block, rows a thread, tile columns) by kernel and padded head
@@ -119,10 +120,37 @@ def _mask_args(mask):
 
 def _vec_bits(elems, d, dv, qk, vs):
     """The `vec` argument: rows of d (dv) values read `elems` at a time where d % elems == 0 and
-    every array of that group starts on such a vector's boundary."""
+    every array of that group starts on such a vector's boundary, as does each of its rows."""
     def ok(n, arrs):
-        return n % elems == 0 and all(a.data.ptr % (elems * a.dtype.itemsize) == 0 for a in arrs)
+        return n % elems == 0 and all(a.data.ptr % (elems * a.dtype.itemsize) == 0 and
+                                      all(s % elems == 0 for s in _layout(a)) for a in arrs)
     return (VEC_QK if ok(d, qk) else 0) | (VEC_V if ok(dv, vs) else 0)
+
+
+def _layout(a):
+    """(L0, L1, Lr) of attention_tiled.cu's ATT_STRIDES for a (..., T, n) array, in elements:
+    the b-th matrix (b over the batch dims) starts at (b / hn) * L0 + (b % hn) * L1, hn the last
+    batch dim, and its rows are Lr apart. None where a row's values are not contiguous or the
+    batch dims before the last do not merge into one."""
+    item = a.dtype.itemsize
+    st = [s // item for s in a.strides]
+    if a.shape[-1] > 1 and st[-1] != 1:
+        return None
+    if a.ndim == 2:
+        return 0, 0, st[-2]
+    lead = [(n, s) for n, s in zip(a.shape[:-3], st[:-3]) if n != 1]
+    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(lead, lead[1:])):
+        return None
+    return (lead[-1][1] if lead else 0), st[-3], st[-2]
+
+
+def _heads_outer(xp, shape, dtype):
+    """An empty (..., H, T, n) array whose memory is laid out as (..., T, H, n): the usual merge
+    of the heads afterwards (transpose(-3, -2).reshape(..., T, H * n)) is then a view."""
+    if len(shape) < 3:
+        return xp.empty(shape, dtype=dtype)
+    buf = xp.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), dtype=dtype)
+    return buf.swapaxes(-2, -3)
 
 
 class Attention:
@@ -254,6 +282,23 @@ class Attention:
     def _dense(self, *ts):
         return [self.be.xp.ascontiguousarray(t) for t in ts]
 
+    def _strided(self, *ts):
+        """The arrays as the tiled kernels read them: as they are where _layout describes them
+        (a head's view of a fused projection: no copy), else dense copies."""
+        xp = self.be.xp
+        return [t if _layout(t) is not None else xp.ascontiguousarray(t) for t in ts]
+
+    @staticmethod
+    def _strides(shape, **arrays):
+        """attention_tiled.cu's ATT_STRIDES: hn, then (L0, L1, Lr) of each role (0 where the
+        kernel has no such operand)."""
+        hn = shape[-3] if len(shape) > 2 else 1
+        out = [hn]
+        for role in STRIDED_ROLES:
+            a = arrays.get(role)
+            out += _layout(a) if a is not None else (0, 0, 0)
+        return tuple(out)
+
     # -- forward / backward ------------------------------------------------------------------------
     def forward(self, q, k, v, mask, causal, scale):
         plan = self._plan(q, k, v, mask)
@@ -262,18 +307,20 @@ class Attention:
         ct, dm, (mp, kind, mw), B, (TQ, TK, D, DV) = plan
         xp = self.be.xp
         path = self._tiled(ct, dm, TQ, TK)
-        out = xp.empty(q.shape[:-1] + (DV,), dtype=q.dtype)
+        shape = q.shape[:-1] + (DV,)
+        out = _heads_outer(xp, shape, q.dtype) if path else xp.empty(shape, dtype=q.dtype)
         lse = xp.empty(q.shape[:-1], dtype=xp.float32 if path else q.dtype)
         if not (B and TQ):
             return out, lse
-        qc, kc, vc = self._dense(q, k, v)
         if path:
+            qc, kc, vc = self._strided(q, k, v)
             fn, threads, rows, smem = self._tiled_fn(path, "fwd", ct, kind)
             vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc), (vc, out))
             fn((B, -(-TQ // rows)), (threads,),
-               (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale), vec),
-               shared_mem=smem)
+               (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale), vec)
+               + self._strides(q.shape, q=qc, k=kc, v=vc, o=out), shared_mem=smem)
         else:
+            qc, kc, vc = self._dense(q, k, v)
             self._fn("attn_fwd", ct, dm, kind)(
                 (B, -(-TQ // ATT_ROWS)), (ATT_ROWS,),
                 (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale)))
@@ -285,17 +332,19 @@ class Attention:
             return None
         ct, dm, (mp, kind, mw), B, (TQ, TK, D, DV) = plan
         xp = self.be.xp
-        dq, dk, dv = (xp.empty(t.shape, dtype=q.dtype) for t in (q, k, v))
+        # the forward's choice shows in its lse: float32 from the tiled kernels
+        path = self._tiled(ct, dm, TQ, TK) if lse.dtype == xp.float32 else None
+        make = (lambda shape: _heads_outer(xp, shape, q.dtype)) if path else \
+            (lambda shape: xp.empty(shape, dtype=q.dtype))
+        dq, dk, dv = (make(t.shape) for t in (q, k, v))
         if not (B and TQ and TK):
             for t in (dq, dk, dv):
                 t.fill(0)
             return dq, dk, dv
-        qc, kc, vc, doc, oc, lc = self._dense(q, k, v, do, out, lse)
-        # the forward's choice shows in its lse: float32 from the tiled kernels
-        path = self._tiled(ct, dm, TQ, TK) if lc.dtype == xp.float32 else None
         if path:
             return self._tiled_backward(path, ct, kind, mp, mw, B, (TQ, TK, D, DV), causal, scale,
-                                        qc, kc, vc, doc, oc, lc, dq, dk, dv)
+                                        *self._strided(q, k, v, do, out), lse, dq, dk, dv)
+        qc, kc, vc, doc, oc, lc = self._dense(q, k, v, do, out, lse)
         delta = xp.empty(q.shape[:-1], dtype=xp.float64 if ct == "double" else xp.float32)
         self._fn("attn_bwd_dq", ct, dm, kind)(
             (B, -(-TQ // ATT_ROWS)), (ATT_ROWS,),
@@ -310,9 +359,11 @@ class Attention:
     def _tiled_backward(self, path, ct, kind, mp, mw, B, dims, causal, scale,
                         qc, kc, vc, doc, oc, lc, dq, dk, dv):
         TQ, TK, D, DV = dims
+        lc = self.be.xp.ascontiguousarray(lc)
         delta = self.be.xp.empty(lc.shape, dtype=self.be.xp.float32)
         vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc, dq, dk), (vc, doc, oc, dv))
-        tail = (TQ, TK, D, DV, int(causal), *mw, float(scale), vec)
+        tail = (TQ, TK, D, DV, int(causal), *mw, float(scale), vec) + self._strides(
+            qc.shape, q=qc, k=kc, v=vc, o=oc, g=doc, dq=dq, dk=dk, dv=dv)
         fn, threads, rows, smem = self._tiled_fn(path, "dq", ct, kind)
         fn((B, -(-TQ // rows)), (threads,), (qc, kc, vc, mp, doc, oc, lc, dq, delta) + tail,
            shared_mem=smem)

@@ -64,11 +64,11 @@ template <> struct AttTc<half_t> {
                                                unsigned b1) { att_mma_f16(c, a, b0, b1); }
 };
 
-// rows [r0, r0 + R) of a dense (T, n) matrix of 16-bit values into a shared tile of DM columns
-// (row stride DM + ATT_HPAD), zeros past row T and column n
+// rows [r0, r0 + R) of a (T, n) matrix of 16-bit values, rows ld apart, into a shared tile of DM
+// columns (row stride DM + ATT_HPAD), zeros past row T and column n
 template <typename S, int R, int DM, int NT>
 __device__ __forceinline__ void att_fill16(S* dst, const S* __restrict__ src, long long r0,
-                                           long long T, long long n, bool vec) {
+                                           long long T, long long n, long long ld, bool vec) {
     const int LD = DM + ATT_HPAD;
     if (vec) {
         const int N = R * DM / 8;
@@ -79,14 +79,14 @@ __device__ __forceinline__ void att_fill16(S* dst, const S* __restrict__ src, lo
             const int r = e / (DM / 8), c = e % (DM / 8) * 8;
             const long long g = r0 + r;
             att_f4 x = att_f4v(0.f, 0.f, 0.f, 0.f);            // 16 bytes: 8 values
-            if (g < T && c < n) x = *(const att_f4*)(src + g * n + c);
+            if (g < T && c < n) x = *(const att_f4*)(src + g * ld + c);
             *(att_f4*)(dst + r * LD + c) = x;
         }
     } else {
         for (int e = threadIdx.x; e < R * DM; e += NT) {
             const int r = e / DM, c = e % DM;
             const long long g = r0 + r;
-            dst[r * LD + c] = (g < T && c < n) ? src[g * n + c] : (S)0;
+            dst[r * LD + c] = (g < T && c < n) ? src[g * ld + c] : (S)0;
         }
     }
 }
@@ -185,17 +185,18 @@ __device__ __forceinline__ float att_quad_sum(float x) {
     return x + __shfl_xor_sync(ATT_FULL, x, 2);
 }
 
-// a warp's C-layout accumulator rows (rows r0 + g, + 8) times f into a dense (T, n) matrix
+// a warp's C-layout accumulator rows (rows r0 + g, + 8) times f into a (T, n) matrix, rows ld
+// apart
 template <typename S, int DM>
 __device__ __forceinline__ void att_tc_store(S* dst, const float (&a)[DM / 8][4], const float (&f)[2],
-                                             long long r0, long long T, long long n, int lane,
-                                             bool vec) {
+                                             long long r0, long long T, long long n, long long ld,
+                                             int lane, bool vec) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const long long r = r0 + g + 8 * h;
         if (r >= T) continue;
-        S* row = dst + r * n;
+        S* row = dst + r * ld;
 #pragma unroll
         for (int nt = 0; nt < DM / 8; ++nt) {
             const int c = 8 * nt + 2 * t;
@@ -226,7 +227,7 @@ template <typename S, int DM, int W, int BC> __host__ __device__ constexpr int a
 template <typename S, int DM, int MK, int W, int BC>
 __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
-        S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec) {
+        S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec, ATT_STRIDES) {
     extern __shared__ att_f4 att_sh4[];
     ATT_TC_LANES
     S* Qs = (S*)att_sh4;
@@ -234,10 +235,11 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     S* Vs = Ks + BC * LD;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, q0 = (long long)(gridDim.y - 1 - blockIdx.y) * BR;
+    ATT_HEAD_OF(b);
     const long long r0 = q0 + 16 * w + g;            // the thread's first row
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + b * TQ * D, q0, TQ, D, vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
     __syncthreads();
     unsigned qa[DM / 16][4];
 #pragma unroll
@@ -248,8 +250,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + b * TK * D, j0, TK, D, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + b * TK * DV, j0, TK, DV, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
         __syncthreads();
         float s[BC / 8][4];
 #pragma unroll
@@ -287,7 +289,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
         const long long r = r0 + 8 * h;
         if (t == 0 && r < TQ) lse[b * TQ + r] = (m[h] + log2f(lt)) * ATT_LN2;
     }
-    att_tc_store<S, DM>(out + b * TQ * DV, o, f, q0 + 16 * w, TQ, DV, lane, vec & 2);
+    att_tc_store<S, DM>(out + ATT_AT(o, b, 0), o, f, q0 + 16 * w, TQ, DV, Lor, lane, vec & 2);
 }
 
 // dq = scale * sum_j p_ij (dout_i . v_j - delta_i) k_j, and delta_i = dout_i . out_i
@@ -295,7 +297,7 @@ template <typename S, int DM, int MK, int W, int BC>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ out, const float* __restrict__ lse,
-        S* __restrict__ dq, float* __restrict__ delta, ATT_PARAMS, long long vec) {
+        S* __restrict__ dq, float* __restrict__ delta, ATT_PARAMS, long long vec, ATT_STRIDES) {
     extern __shared__ att_f4 att_sh4[];
     ATT_TC_LANES
     S* Qs = (S*)att_sh4;
@@ -304,11 +306,12 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     S* Vs = Ks + BC * LD;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, q0 = (long long)(gridDim.y - 1 - blockIdx.y) * BR;
+    ATT_HEAD_OF(b);
     const long long r0 = q0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + b * TQ * D, q0, TQ, D, vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + b * TQ * DV, q0, TQ, DV, vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + ATT_AT(g, b, 0), q0, TQ, DV, Lgr, vec & 2);
     __syncthreads();
     float dl[2], l2[2], acc[DM / 8][4];
 #pragma unroll
@@ -317,7 +320,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
         float x = 0.f;
         if (r < TQ)
             for (int d = t; d < DV; d += 4)
-                x += IO<S>::ld(Gs[(16 * w + g + 8 * h) * LD + d]) * IO<S>::ld(out[(b * TQ + r) * DV + d]);
+                x += IO<S>::ld(Gs[(16 * w + g + 8 * h) * LD + d]) * IO<S>::ld(out[ATT_AT(o, b, r) + d]);
         dl[h] = att_quad_sum(x);
         if (t == 0 && r < TQ) delta[b * TQ + r] = dl[h];
         const float ls = r < TQ ? lse[b * TQ + r] : -ATT_INF;
@@ -328,8 +331,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + b * TK * D, j0, TK, D, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + b * TK * DV, j0, TK, DV, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
         __syncthreads();
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
         att_tc_cols<S, DM, BC>(acc, s, Ks, lane);
     }
     const float f[2] = {(float)scale_, (float)scale_};
-    att_tc_store<S, DM>(dq + b * TQ * D, acc, f, q0 + 16 * w, TQ, D, lane, vec & 1);
+    att_tc_store<S, DM>(dq + ATT_AT(dq, b, 0), acc, f, q0 + 16 * w, TQ, D, Ldqr, lane, vec & 1);
 }
 
 // per key row j: dv = sum_i p_ij dout_i, dk = scale * sum_i p_ij (dout_i . v_j - delta_i) q_i;
@@ -357,7 +360,7 @@ template <typename S, int DM, int MK, int W, int BC>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
-        S* __restrict__ dk, S* __restrict__ dv, ATT_PARAMS, long long vec) {
+        S* __restrict__ dk, S* __restrict__ dv, ATT_PARAMS, long long vec, ATT_STRIDES) {
     extern __shared__ att_f4 att_sh4[];
     ATT_TC_LANES
     S* Ks = (S*)att_sh4;
@@ -368,11 +371,12 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
     float* Dl = Ls + BC;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, k0 = (long long)blockIdx.y * BR;
+    ATT_HEAD_OF(b);
     const long long r0 = k0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + b * TK * D, k0, TK, D, vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + b * TK * DV, k0, TK, DV, vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), k0, TK, D, Lkr, vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), k0, TK, DV, Lvr, vec & 2);
     float ak[DM / 8][4], av[DM / 8][4];
 #pragma unroll
     for (int n = 0; n < DM / 8; ++n)
@@ -380,8 +384,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         for (int e = 0; e < 4; ++e) { ak[n][e] = 0.f; av[n][e] = 0.f; }
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Qs, q + b * TQ * D, i0, TQ, D, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Gs, dout + b * TQ * DV, i0, TQ, DV, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), i0, TQ, D, Lqr, vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Gs, dout + ATT_AT(g, b, 0), i0, TQ, DV, Lgr, vec & 2);
         for (int e = threadIdx.x; e < BC; e += 32 * W) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;
@@ -410,6 +414,6 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         att_tc_cols<S, DM, BC>(ak, dp, Qs, lane);
     }
     const float fk[2] = {(float)scale_, (float)scale_}, fv[2] = {1.f, 1.f};
-    att_tc_store<S, DM>(dk + b * TK * D, ak, fk, k0 + 16 * w, TK, D, lane, vec & 1);
-    att_tc_store<S, DM>(dv + b * TK * DV, av, fv, k0 + 16 * w, TK, DV, lane, vec & 2);
+    att_tc_store<S, DM>(dk + ATT_AT(dk, b, 0), ak, fk, k0 + 16 * w, TK, D, Ldkr, lane, vec & 1);
+    att_tc_store<S, DM>(dv + ATT_AT(dv, b, 0), av, fv, k0 + 16 * w, TK, DV, Ldvr, lane, vec & 2);
 }

@@ -30,6 +30,19 @@
 #define ATT_FULL 0xffffffffu
 #ifndef ATT_UNROLL_K
 #define ATT_UNROLL_K 1
+
+// The operands may be strided views (the heads of a fused qkv projection; an output written as
+// (B, T, H, D) so that merging its heads back needs no copy): the b-th (batch, head) matrix of
+// operand X starts at (b / hn) * LX0 + (b % hn) * LX1 and its rows are LXr apart (each row's
+// values contiguous). X: q, k, v, o (out), g (dout), dq, dk, dv; unused ones are 0.
+#define ATT_STRIDES long long hn, \
+    long long Lq0, long long Lq1, long long Lqr, long long Lk0, long long Lk1, long long Lkr, \
+    long long Lv0, long long Lv1, long long Lvr, long long Lo0, long long Lo1, long long Lor, \
+    long long Lg0, long long Lg1, long long Lgr, long long Ldq0, long long Ldq1, long long Ldqr, \
+    long long Ldk0, long long Ldk1, long long Ldkr, long long Ldv0, long long Ldv1, long long Ldvr
+// (in a kernel of block b, after ATT_HEAD_OF(b): the divisions once a block, not once a tile)
+#define ATT_HEAD_OF(b) const long long hb0 = (b) / hn, hb1 = (b) % hn
+#define ATT_AT(X, BI, RI) (hb0 * L##X##0 + hb1 * L##X##1 + (RI) * L##X##r)
 #endif
 enum { att_unroll_k = ATT_UNROLL_K };   // d steps of 4 unrolled in att_mm_rows
 
@@ -65,11 +78,11 @@ __device__ __forceinline__ void att_st4(half_t* p, att_f4 x) {
     *(att_u2*)p = u;
 }
 
-// rows [r0, r0 + R) of a dense (T, n) matrix into a shared tile (row stride DM + ATT_PAD, DM
-// columns), zeros past row T and column n
+// rows [r0, r0 + R) of a (T, n) matrix with rows ld apart into a shared tile (row stride
+// DM + ATT_PAD, DM columns), zeros past row T and column n
 template <typename S, int R, int DM, int NT>
 __device__ __forceinline__ void att_fill(float* dst, const S* __restrict__ src, long long r0,
-                                         long long T, long long n, bool vec) {
+                                         long long T, long long n, long long ld, bool vec) {
     const int LD = DM + ATT_PAD;
     if (vec) {
         const int N = R * DM / 4;
@@ -80,14 +93,14 @@ __device__ __forceinline__ void att_fill(float* dst, const S* __restrict__ src, 
             const int r = e / (DM / 4), c = e % (DM / 4) * 4;
             const long long g = r0 + r;
             att_f4 x = att_f4v(0.f, 0.f, 0.f, 0.f);
-            if (g < T && c < n) x = att_ld4(src + g * n + c);
+            if (g < T && c < n) x = att_ld4(src + g * ld + c);
             *(att_f4*)(dst + r * LD + c) = x;
         }
     } else {
         for (int e = threadIdx.x; e < R * DM; e += NT) {
             const int r = e / DM, c = e % DM;
             const long long g = r0 + r;
-            dst[r * LD + c] = (g < T && c < n) ? IO<S>::ld(src[g * n + c]) : 0.f;
+            dst[r * LD + c] = (g < T && c < n) ? IO<S>::ld(src[g * ld + c]) : 0.f;
         }
     }
 }
@@ -230,7 +243,7 @@ template <class G> __host__ __device__ constexpr int att_smem_dkv() {
 template <typename S, int DM, int MK, int W, int TM, int BC>
 __global__ void __launch_bounds__(32 * W) attn_fwd_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
-        S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec) {
+        S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec, ATT_STRIDES) {
     typedef AttT<DM, W, TM, BC> G;
     extern __shared__ att_f4 att_sh4[];
     ATT_LANES
@@ -240,9 +253,10 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     float* Pw = Vs + BC * G::LD + w * BC * G::SW;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, q0 = (long long)(gridDim.y - 1 - blockIdx.y) * G::BR;
+    ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + b * TQ * D, q0, TQ, D, vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
     float o[TM][G::DC], m[TM], l[TM];
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -254,8 +268,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();                 // the previous tile's readers are done
-        att_fill<S, BC, DM, G::NT>(Ks, k + b * TK * D, j0, TK, D, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + b * TK * DV, j0, TK, DV, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
         __syncthreads();
         float s[TM][G::TN];
 #pragma unroll
@@ -294,7 +308,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
         const long long r = q0 + rr + i;
         if (r >= TQ) continue;
         // no visible key: out 0 (torch 2.x), lse -inf (the backward gives the row zero gradients)
-        att_store_row<S, DM>(out + (b * TQ + r) * DV + 4 * cg, o[i], lt == 0.f ? 0.f : 1.f / lt,
+        att_store_row<S, DM>(out + ATT_AT(o, b, r) + 4 * cg, o[i], lt == 0.f ? 0.f : 1.f / lt,
                              4 * cg, DV, vec & 2);
         if (cg == 0) lse[b * TQ + r] = (m[i] + log2f(lt)) * ATT_LN2;
     }
@@ -306,7 +320,7 @@ template <typename S, int DM, int MK, int W, int TM, int BC>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ out, const float* __restrict__ lse,
-        S* __restrict__ dq, float* __restrict__ delta, ATT_PARAMS, long long vec) {
+        S* __restrict__ dq, float* __restrict__ delta, ATT_PARAMS, long long vec, ATT_STRIDES) {
     typedef AttT<DM, W, TM, BC> G;
     extern __shared__ att_f4 att_sh4[];
     ATT_LANES
@@ -317,10 +331,11 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     float* Pw = Vs + BC * G::LD + w * BC * G::SW;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, q0 = (long long)(gridDim.y - 1 - blockIdx.y) * G::BR;
+    ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + b * TQ * D, q0, TQ, D, vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Gs, dout + b * TQ * DV, q0, TQ, DV, vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Gs, dout + ATT_AT(g, b, 0), q0, TQ, DV, Lgr, vec & 2);
     __syncthreads();
     float dl[TM], l2[TM], acc[TM][G::DC];
 #pragma unroll
@@ -329,7 +344,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
         float x = 0.f;
         if (r < TQ)
             for (int d = cg; d < DV; d += 8)
-                x += Gs[(rr + i) * G::LD + d] * IO<S>::ld(out[(b * TQ + r) * DV + d]);
+                x += Gs[(rr + i) * G::LD + d] * IO<S>::ld(out[ATT_AT(o, b, r) + d]);
         dl[i] = att_row_sum(x);
         if (cg == 0 && r < TQ) delta[b * TQ + r] = dl[i];
         const float ls = r < TQ ? lse[b * TQ + r] : -ATT_INF;
@@ -340,8 +355,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Ks, k + b * TK * D, j0, TK, D, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + b * TK * DV, j0, TK, DV, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
         __syncthreads();
         float s[TM][G::TN], dp[TM][G::TN];
 #pragma unroll
@@ -365,7 +380,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     for (int i = 0; i < TM; ++i) {
         const long long r = q0 + rr + i;
         if (r < TQ)
-            att_store_row<S, DM>(dq + (b * TQ + r) * D + 4 * cg, acc[i], (float)scale_, 4 * cg, D,
+            att_store_row<S, DM>(dq + ATT_AT(dq, b, r) + 4 * cg, acc[i], (float)scale_, 4 * cg, D,
                                  vec & 1);
     }
 }
@@ -376,7 +391,7 @@ template <typename S, int DM, int MK, int W, int TM, int BC>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
-        S* __restrict__ dk, S* __restrict__ dv, ATT_PARAMS, long long vec) {
+        S* __restrict__ dk, S* __restrict__ dv, ATT_PARAMS, long long vec, ATT_STRIDES) {
     typedef AttT<DM, W, TM, BC> G;
     extern __shared__ att_f4 att_sh4[];
     ATT_LANES
@@ -389,10 +404,11 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     float* Dl = Ls + BC;
     const AttMask mk = ATT_MASK_VIEW(mask);
     const long long b = blockIdx.x, k0 = (long long)blockIdx.y * G::BR;
+    ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Ks, k + b * TK * D, k0, TK, D, vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Vs, v + b * TK * DV, k0, TK, DV, vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), k0, TK, D, Lkr, vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), k0, TK, DV, Lvr, vec & 2);
     float ak[TM][G::DC], av[TM][G::DC];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -401,8 +417,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     // causal: only queries i >= j see key j; the first tile holding the block's first key
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Qs, q + b * TQ * D, i0, TQ, D, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Gs, dout + b * TQ * DV, i0, TQ, DV, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), i0, TQ, D, Lqr, vec & 1);
+        att_fill<S, BC, DM, G::NT>(Gs, dout + ATT_AT(g, b, 0), i0, TQ, DV, Lgr, vec & 2);
         for (int e = threadIdx.x; e < BC; e += G::NT) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;
@@ -443,8 +459,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     for (int i = 0; i < TM; ++i) {
         const long long j = k0 + rr + i;
         if (j >= TK) continue;
-        att_store_row<S, DM>(dk + (b * TK + j) * D + 4 * cg, ak[i], (float)scale_, 4 * cg, D,
+        att_store_row<S, DM>(dk + ATT_AT(dk, b, j) + 4 * cg, ak[i], (float)scale_, 4 * cg, D,
                              vec & 1);
-        att_store_row<S, DM>(dv + (b * TK + j) * DV + 4 * cg, av[i], 1.f, 4 * cg, DV, vec & 2);
+        att_store_row<S, DM>(dv + ATT_AT(dv, b, j) + 4 * cg, av[i], 1.f, 4 * cg, DV, vec & 2);
     }
 }
