@@ -1,11 +1,11 @@
-"""numr_web.training: the one loop behind `numr-web demo` and the browser page."""
+"""numr_web.apps.training: the one loop behind `numr-web demo` and the browser page."""
 import asyncio
 
 import pytest
 
 import numr_web as nr
-from numr_web import training
-from numr_web.demo import check_config, prepare_digits
+from numr_web.apps import training
+from numr_web.apps.demo import check_config, prepare_digits
 
 
 def _run(driver, **kw):
