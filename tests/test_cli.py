@@ -92,6 +92,13 @@ def test_serve_refuses_a_bad_port_in_one_line(port):
     assert "not a port: give 0-65535" in r.stderr.strip().splitlines()[-1]
 
 
+def test_shaders_dump_shows_the_generated_gemm_slice():
+    r = cli("shaders", "--dump", "--kernel", "matmul.wgsl")
+    assert r.returncode == 0, r.stderr
+    assert "// generated section gemm_v4_ksteps of matmul.wgsl" in r.stdout
+    assert "let k = k4 + 15u;" in r.stdout
+
+
 def test_shaders_into_a_closed_pipe_is_quiet():
     """`numr-web shaders --dump | head -1`: no BrokenPipeError traceback when the reader leaves."""
     e = {**os.environ, "PYTHONPATH": str(ROOT)}

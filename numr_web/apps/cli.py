@@ -80,17 +80,22 @@ def cmd_bench(args):
 
 
 def cmd_shaders(args):
-    """Print the generated kernel code: the per-activation and per-op dispatch built from the tables."""
+    """Print the generated kernel code: the per-activation and per-op dispatch built from the
+    tables, and the kernels' generated sections (the unrolled GEMM K-slice)."""
     if args.language == "cuda":
         from ..backends.cuda.codegen import dump as dump_cuda
         print(dump_cuda())
         return 0
     from ..backends.webgpu.codegen import KERNELS, dump
+    from ..backends.webgpu.codegen_gemm import dump as dump_sections
     if args.kernel is not None and args.kernel not in KERNELS:
         print(f"numr-web shaders: no kernel file {args.kernel!r}; one of: {', '.join(sorted(KERNELS))}",
               file=sys.stderr)
         return 2
     print(dump(args.kernel))
+    sections = dump_sections(args.kernel)       # the kernel files' generated repeated code
+    if sections:
+        print(sections)
     return 0
 
 
