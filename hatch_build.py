@@ -2,7 +2,7 @@
 `pip install numr-web` then `numr-web serve` needs no Node and no checkout.
 
 web/dist is a build output (scripts/build-web.sh, ignored by git). When it exists it goes into
-  * the wheel, as numr_web/web/ (numr_web/serve.py serves it from there);
+  * the wheel, as numr_web/web/ (numr_web/apps/serve.py serves it from there);
   * the sdist, as web/dist/ (so the wheel that `python -m build` makes from the sdist has it too).
 When it does not (a fresh checkout, `pip install -e .`, CI before the web build), the package builds
 without the app and says so; `numr-web serve` in a checkout then builds the app itself.

@@ -106,7 +106,7 @@ def check_backend(dist, nr):
     g.check = True
     dist.all_reduce(nr.ones(3, device="cuda"))
     g.check = False
-    from numr_web.distributed.demo import run_digits
+    from numr_web.apps.demo_distributed import run_digits
     res = run_digits(device="cuda", epochs=2, log=None)
     assert res["identical"], res
     return {"digits_demo_accuracy": res["accuracy"], "digits_demo_identical": res["identical"]}

@@ -49,8 +49,8 @@ _i = get_backend("webgpu").info()
 
 
 def load_serve():
-    # by path: numr_web.serve needs only the standard library, not the engine
-    spec = importlib.util.spec_from_file_location("numr_web_serve", ROOT / "numr_web" / "serve.py")
+    # by path: numr_web.apps.serve needs only the standard library, not the engine
+    spec = importlib.util.spec_from_file_location("numr_web_serve", ROOT / "numr_web" / "apps" / "serve.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

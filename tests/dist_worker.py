@@ -42,7 +42,7 @@ def collectives():
 
 
 def demo(epochs, out):
-    from numr_web.distributed.demo import run_digits
+    from numr_web.apps.demo_distributed import run_digits
     res = run_digits(epochs=int(epochs), hidden=32, timeout=60, log=None)
     if res["rank"] == 0:
         with open(out, "w") as f:
@@ -51,7 +51,7 @@ def demo(epochs, out):
 
 
 def die():
-    from numr_web.distributed.demo import run_digits
+    from numr_web.apps.demo_distributed import run_digits
     t0 = time.monotonic()
     try:
         run_digits(epochs=5, hidden=32, timeout=3, log=None, fail_rank=1, fail_step=5)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args, env=None, cwd=None, timeout=600):
     e = {**os.environ, **(env or {})}
     e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "numr_web.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "numr_web", *args], capture_output=True,
                           text=True, env=e, cwd=cwd, timeout=timeout)
 
 
@@ -41,7 +41,7 @@ def test_demo_refuses_bad_settings_in_one_line():
 
 def test_info_has_no_mesa_runtime_dir_noise():
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
-    r = subprocess.run([sys.executable, "-m", "numr_web.cli", "info"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "numr_web", "info"], capture_output=True, text=True,
                        env={**env, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     assert "XDG_RUNTIME_DIR" not in r.stderr, r.stderr
@@ -92,10 +92,17 @@ def test_serve_refuses_a_bad_port_in_one_line(port):
     assert "not a port: give 0-65535" in r.stderr.strip().splitlines()[-1]
 
 
+def test_shaders_dump_shows_the_generated_gemm_slice():
+    r = cli("shaders", "--dump", "--kernel", "matmul.wgsl")
+    assert r.returncode == 0, r.stderr
+    assert "// generated section gemm_v4_ksteps of matmul.wgsl" in r.stdout
+    assert "let k = k4 + 15u;" in r.stdout
+
+
 def test_shaders_into_a_closed_pipe_is_quiet():
     """`numr-web shaders --dump | head -1`: no BrokenPipeError traceback when the reader leaves."""
     e = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "numr_web.cli", "shaders", "--dump"], env=e,
+    p = subprocess.Popen([sys.executable, "-m", "numr_web", "shaders", "--dump"], env=e,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     p.stdout.close()                      # the reader is gone before the first line
     err = p.stderr.read().decode()
@@ -105,15 +112,15 @@ def test_shaders_into_a_closed_pipe_is_quiet():
 
 def _parsers():
     """Every argparse parser a user reaches: numr-web and each subcommand, python -m
-    numr_web.serve, python -m numr_web.distributed.launch."""
+    numr_web.apps.serve, python -m numr_web.distributed.launch."""
     import argparse
-    from numr_web import cli as cli_mod, serve
+    from numr_web.apps import cli as cli_mod, serve
     from numr_web.distributed import launch
     top = cli_mod.build_parser()
     subs = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
     found = {"numr-web": top, **{f"numr-web {k}": v for s in subs for k, v in s.choices.items()},
              "python -m numr_web.distributed.launch": launch.build_parser(),
-             "python -m numr_web.serve": serve.add_arguments(argparse.ArgumentParser())}
+             "python -m numr_web.apps.serve": serve.add_arguments(argparse.ArgumentParser())}
     return found
 
 
@@ -136,7 +143,7 @@ def test_min_accuracy_that_is_not_an_accuracy_is_refused(value):
 
 
 def test_min_accuracy_as_a_percentage_and_a_miss_says_what_was_reached():
-    from numr_web.demo_run import accuracy_arg
+    from numr_web.apps.demo_run import accuracy_arg
     assert accuracy_arg("95%") == pytest.approx(0.95) and accuracy_arg("0.95") == 0.95
     r = cli("demo", "--epochs", "1", "--hidden", "8", "--plot", "", "--min-accuracy", "100%")
     assert r.returncode == 1, r.stderr
@@ -149,7 +156,7 @@ def test_min_accuracy_as_a_percentage_and_a_miss_says_what_was_reached():
 
 def test_serve_in_a_checkout_without_the_build_package_says_how_to_get_it(tmp_path, monkeypatch):
     import importlib.util
-    from numr_web import serve
+    from numr_web.apps import serve
     monkeypatch.setattr(serve, "_node_problem", lambda: None)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -170,7 +177,7 @@ def test_demo_extra_brings_what_serve_needs_in_a_checkout():
 def test_info_says_where_the_browser_app_would_come_from(tmp_path, monkeypatch):
     """A wheel built from a checkout without web/dist has no app, and pip does not show the build
     hook's notice: `numr-web info` says so, as does serve."""
-    from numr_web import serve
+    from numr_web.apps import serve
     monkeypatch.setattr(serve, "PACKAGED_APP", tmp_path / "no-app")
     monkeypatch.setattr(serve, "find_checkout", lambda: None)
     assert serve.describe_app().startswith("not in this installation (its wheel was built from a "
@@ -189,7 +196,7 @@ def test_info_says_where_the_browser_app_would_come_from(tmp_path, monkeypatch):
                                          ("v22.11.0", False), ("v22.12.0", True), ("v24.1.0", True)])
 def test_serve_checks_node_against_vites_range(tmp_path, monkeypatch, version, ok):
     """serve builds the app only with a Node that Vite 8 accepts (^20.19 or >= 22.12)."""
-    from numr_web import serve
+    from numr_web.apps import serve
     for tool, text in (("node", version), ("npm", "11.0.0")):
         exe = tmp_path / tool
         exe.write_text(f"#!/bin/sh\necho {text}\n")

@@ -63,7 +63,7 @@ def test_a_row_added_to_the_table_is_generated(monkeypatch):
 
 
 def test_cli_prints_the_cuda_source():
-    from numr_web.cli import main
+    from numr_web.apps.cli import main
     buf = io.StringIO()
     with redirect_stdout(buf):
         rc = main(["shaders", "--language", "cuda"])

@@ -14,7 +14,7 @@ def test_digits_data():
 
 
 def test_demo_trains_to_95_percent(device, tmp_path):
-    from numr_web.demo import train_digits
+    from numr_web.apps.demo import train_digits
     epochs = 20 if device != "webgpu" else 8
     model, history, acc = train_digits(device=device, epochs=epochs)
     assert history[-1] < history[0] / 5
@@ -22,12 +22,12 @@ def test_demo_trains_to_95_percent(device, tmp_path):
 
 
 def test_cli_demo_and_info(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "numr_web.cli", "demo", "--epochs", "15",
+    out = subprocess.run([sys.executable, "-m", "numr_web", "demo", "--epochs", "15",
                           "--plot", str(tmp_path / "loss.png"), "--min-accuracy", "0.95"],
                          capture_output=True, text=True, check=True)
     assert "final test accuracy" in out.stdout
     assert (tmp_path / "loss.png").stat().st_size > 1000
-    out = subprocess.run([sys.executable, "-m", "numr_web.cli", "info"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "numr_web", "info"], capture_output=True,
                          text=True, check=True)
     assert "cpu" in out.stdout and "available" in out.stdout
 
@@ -47,12 +47,12 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 def _cli(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "numr_web.cli", "demo", *args],
+    return subprocess.run([sys.executable, "-m", "numr_web", "demo", *args],
                           capture_output=True, text=True, cwd=cwd, timeout=600, env=env)
 
 
 def test_shifted_digits_matches_numpy_shifts():
-    from numr_web.demo import shifted_digits
+    from numr_web.apps.demo import shifted_digits
     x = np.random.default_rng(0).random((5, 64), dtype=np.float32)
     out = shifted_digits(nr.tensor(x)).numpy().reshape(5, 5, 8, 8)
     img = x.reshape(5, 8, 8)
@@ -64,7 +64,7 @@ def test_shifted_digits_matches_numpy_shifts():
 
 
 def test_shifted_batches_visit_every_example_once_per_epoch():
-    from numr_web.demo import shifted_batches
+    from numr_web.apps.demo import shifted_batches
     n, k = 10, 3
     x = nr.tensor(np.arange(n * k, dtype=np.float32).reshape(n * k, 1))
     y = nr.tensor(np.tile(np.arange(n, dtype=np.int32), k))
@@ -113,7 +113,7 @@ GPT_TINY = ("--model", "gpt", "--steps", "6", "--n-layer", "1", "--n-head", "2",
 
 def test_cli_gpt_demo_smoke_and_checkpoint(tmp_path):
     from safetensors import safe_open
-    from numr_web.demo_gpt import val_loss
+    from numr_web.apps.demo_gpt import val_loss
     from numr_web.data.text import char_corpus
     from numr_web.models import GPT, GPTConfig
     ckpt = tmp_path / "gpt.safetensors"
@@ -163,8 +163,8 @@ def test_cli_gpt_gates_and_bad_arguments(tmp_path):
 
 
 def test_gpt_demo_is_reproducible_and_samples_from_the_prompt():
-    from numr_web.demo_gpt import prepare_gpt, sample_text
-    from numr_web.training import fit
+    from numr_web.apps.demo_gpt import prepare_gpt, sample_text
+    from numr_web.apps.training import fit
     runs = []
     for _ in range(2):
         kwargs, info = prepare_gpt(steps=4, batch_size=2, block_size=8, n_layer=1, n_head=1,
@@ -177,7 +177,7 @@ def test_gpt_demo_is_reproducible_and_samples_from_the_prompt():
 
 
 def test_cpu_threads_share_the_cores_and_keep_the_users_choice():
-    from numr_web.demo_run import cpu_threads
+    from numr_web.apps.demo_run import cpu_threads
     cores = len(os.sched_getaffinity(0))
     env = {"OMP_NUM_THREADS": "7"}
     cpu_threads(2, env)
@@ -194,9 +194,9 @@ def test_cnn_and_gpt_demos_learn_on_every_device(device):
     the validation loss below that of uniform guessing, ln(96). (Initial weights come from each
     device's generator, so the figures differ across devices.)"""
     import math
-    from numr_web.demo import prepare_cnn
-    from numr_web.demo_gpt import prepare_gpt, sample_text
-    from numr_web.training import fit
+    from numr_web.apps.demo import prepare_cnn
+    from numr_web.apps.demo_gpt import prepare_gpt, sample_text
+    from numr_web.apps.training import fit
     kwargs, _ = prepare_cnn(device=device, epochs=1)
     assert fit(**kwargs).metrics["accuracy"] > 0.5
     kwargs, info = prepare_gpt(device=device, steps=4, batch_size=4, block_size=16, n_layer=1,
@@ -208,8 +208,8 @@ def test_cnn_and_gpt_demos_learn_on_every_device(device):
 
 @pytest.mark.slow
 def test_cnn_recipe_reaches_98_5_percent():
-    from numr_web.demo import prepare_cnn
-    from numr_web.training import fit
+    from numr_web.apps.demo import prepare_cnn
+    from numr_web.apps.training import fit
     kwargs, _ = prepare_cnn(seed=0)
     res = fit(**kwargs)
     assert res.metrics["accuracy"] >= 0.985, res.metrics
@@ -237,7 +237,7 @@ def test_cli_mlp_checkpoint_activation_and_bad_output_folder(tmp_path):
 def test_the_demos_default_outputs_are_ignored_by_git():
     """`numr-web demo` run in a checkout must not leave untracked files behind for git status."""
     import shutil
-    from numr_web.demo_run import MODEL_DEFAULTS
+    from numr_web.apps.demo_run import MODEL_DEFAULTS
     if shutil.which("git") is None or not (Path(ROOT) / ".git").exists():
         pytest.skip("not a git checkout")
     outputs = sorted({v for d in MODEL_DEFAULTS.values() for k, v in d.items()
@@ -251,9 +251,9 @@ def test_the_demos_default_outputs_are_ignored_by_git():
 def test_every_demo_sets_its_blas_threads_before_numpy_loads():
     """A second OpenBLAS thread spinning between small GEMMs cost the MLP demo 9x its CPU time on
     a shared 2-core machine: each model has its thread count (the user's variables win)."""
-    from numr_web.demo_run import MODEL_DEFAULTS, MODEL_THREADS
+    from numr_web.apps.demo_run import MODEL_DEFAULTS, MODEL_THREADS
     assert set(MODEL_THREADS) == set(MODEL_DEFAULTS)
-    code = ("import os, sys; from numr_web import cli; before = 'numpy' in sys.modules; "
+    code = ("import os, sys; from numr_web.apps import cli; before = 'numpy' in sys.modules; "
             "cli.main(['demo', '--plot', '', '--epochs', '1', '--hidden', '8']); "
             "import threadpoolctl; print(before, os.environ.get('OPENBLAS_NUM_THREADS'), "
             "{i['num_threads'] for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas'})")

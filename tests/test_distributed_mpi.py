@@ -62,7 +62,7 @@ def test_collectives_under_mpirun():
 
 
 def _single_process_reference(epochs):
-    from numr_web.distributed.demo import run_digits
+    from numr_web.apps.demo_distributed import run_digits
     return run_digits(epochs=epochs, hidden=32, log=None)
 
 
@@ -141,7 +141,7 @@ def test_cli_demo_distributed_under_mpirun():
     """`mpirun -n 2 numr-web demo --distributed`: the ranks end with bit-identical parameters
     and the accuracy of the single-process run with the same global batch."""
     import re
-    p = subprocess.run(MPIRUN + [sys.executable, "-m", "numr_web.cli", "demo", "--distributed",
+    p = subprocess.run(MPIRUN + [sys.executable, "-m", "numr_web", "demo", "--distributed",
                                  "--epochs", "2", "--hidden", "32"],
                        capture_output=True, text=True, timeout=180, env=_env())
     assert p.returncode == 0, p.stdout + p.stderr

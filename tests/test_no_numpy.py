@@ -13,7 +13,7 @@ sys.meta_path.insert(0, BlockNumpy())
 import numr_web as nr
 from numr_web import nn
 from numr_web.data import digits_split
-from numr_web.demo import accuracy
+from numr_web.apps.demo import accuracy
 assert "numpy" not in sys.modules
 x_train, y_train, x_test, y_test = digits_split(device="webgpu")
 model = nn.MLP([64, 32, 10], activation="gelu", device="webgpu", seed=0)

@@ -101,7 +101,7 @@ def test_readme_autocast_example_runs(capsys):
 
 def test_command_line_synopsis_matches_the_parser():
     import argparse
-    from numr_web import cli
+    from numr_web.apps import cli
     top = cli.build_parser()
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
     text = next(code for _, lang, _, code in _blocks("text") if code.startswith("numr-web"))

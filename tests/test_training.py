@@ -1,11 +1,11 @@
-"""numr_web.training: the one loop behind `numr-web demo` and the browser page."""
+"""numr_web.apps.training: the one loop behind `numr-web demo` and the browser page."""
 import asyncio
 
 import pytest
 
 import numr_web as nr
-from numr_web import training
-from numr_web.demo import check_config, prepare_digits
+from numr_web.apps import training
+from numr_web.apps.demo import check_config, prepare_digits
 
 
 def _run(driver, **kw):
@@ -92,3 +92,25 @@ def test_epochs_and_batches_are_checked_by_the_loop():
         training.shuffled_batches(x, y, 0)
     with pytest.raises(ValueError, match="epochs"):
         training.fit(None, None, [], None, epochs=0)
+
+
+def test_apps_sit_above_the_engine_and_keep_their_earlier_paths():
+    """Nothing in the engine imports numr_web.apps (only the package's entry points and the aliases
+    of the earlier paths do); numr_web.training / numr_web.demo are the apps' modules themselves."""
+    import ast
+    import importlib
+    from pathlib import Path
+    pkg = Path(training.__file__).resolve().parents[1]
+    entry = {pkg / "__main__.py", pkg / "training.py", pkg / "demo.py"}
+    for path in pkg.rglob("*.py"):
+        if pkg / "apps" in path.parents or path in entry:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            level = getattr(node, "level", 0)
+            for n in names:
+                assert not (n.startswith("numr_web.apps") or (level and n.split(".")[0] == "apps")), \
+                    f"{path.relative_to(pkg)} imports the apps package"
+    assert importlib.import_module("numr_web.training") is training
+    assert importlib.import_module("numr_web.demo") is importlib.import_module("numr_web.apps.demo")

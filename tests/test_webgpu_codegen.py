@@ -114,3 +114,76 @@ def test_pipeline_requests_are_checked_against_the_contract(adapter):
     with pytest.raises(KernelError, match="no_entry"):
         cache.pipeline("reduce.wgsl", "no_entry", dtypes.float32)
     assert cache is kernels.KernelCache.of(adapter)
+
+
+# -- generated sections of the kernel files (codegen_gemm.py) ---------------------------------------
+def test_no_kernel_file_over_600_lines_and_every_marker_is_expanded():
+    from numr_web.backends.webgpu import codegen_gemm
+    long = {p.name: n for p in SHADERS.glob("*.wgsl") if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, f"generate the repeated code (codegen_gemm.py) or split: {long}"
+    for name in contract.KERNELS:
+        assert not re.search(r"^\s*// @generate", kernels.kernel_text(name), re.M), name
+    asked = re.findall(r"^\s*// @generate (\w+)\s*$", (SHADERS / "matmul.wgsl").read_text(), re.M)
+    assert asked == ["gemm_v4_ksteps"]
+    assert codegen_gemm.dump("matmul.wgsl").startswith("// generated section gemm_v4_ksteps")
+    assert codegen_gemm.dump("reduce.wgsl") == ""
+    with pytest.raises(KernelError, match="no generated section 'nope'"):
+        codegen_gemm.expand("    // @generate nope\n", "matmul.wgsl")
+    with pytest.raises(KernelError, match="gemm_v4_ksteps"):        # a section of another file
+        codegen_gemm.expand("// @generate gemm_v4_ksteps\n", "reduce.wgsl")
+
+
+def test_gemm_v4_unrolled_slice_is_the_register_block():
+    """The generated K-slice of gemm_v4, read back as data: 16 blocks, block k reads the tile row
+    k at the swizzled slots ty ^ 2 (k / 4), tx ^ 2 (k / 4) (slot4 in matmul.wgsl: g ^ ((k >> 2) << 1))
+    and adds a[m] * b[n] into the accumulator that store_row4 writes to (m, n): acc[j] holds rows
+    4ty + (j % 4) + 64 ((j / 4) % 2), columns 4tx.. + 64 (j / 8) (the + 64 columns under V4_WIDE)."""
+    text = kernels.kernel_text("matmul.wgsl")
+    body = text[text.index("for (var k4 = 0u;"):text.index("if (more) {                       // the other")]
+    blocks = re.split(r"\n\s*\{\n\s*let k = k4 \+ ", body)[1:]
+    assert len(blocks) == 16
+    for k, block in enumerate(blocks):
+        assert block.startswith(f"{k}u;")
+        s = 2 * (k // 4)
+        assert f"let a0 = As4[base + k * 32u + ty{s}];" in block
+        assert f"let a1 = As4[base + k * 32u + 16u + ty{s}];" in block
+        assert f"let b0 = Bs4[base + k * 32u + tx{s}];" in block
+        assert f"let b1 = Bs4[base + k * 32u + 16u + tx{s}];" in block
+        narrow, wide = block.split("if (V4_WIDE) {")
+        for part, bs in ((narrow, {"b0"}), (wide, {"b1"})):
+            mads = re.findall(r"acc\[(\d+)\] = mad4\((a[01])\.([xyzw]), (b[01]), acc\[(\d+)\]\);", part)
+            assert {m[3] for m in mads} == bs
+            want = {(8 * int(b[1]) + 4 * int(a[1]) + "xyzw".index(lane), a, lane, b)
+                    for a in ("a0", "a1") for lane in "xyzw" for b in bs}
+            assert {(int(j), a, lane, b) for j, a, lane, b, j2 in mads if j == j2} == want
+            assert len(mads) == 8
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("a_col,b_col", [(False, False), (True, False), (False, True), (True, True)])
+def test_gemm_v4_generated_slice_compiles_and_multiplies(adapter, wide, a_col, b_col):
+    """gemm_v4 with its generated K-slice, for every layout variant (A_MLANES, B_KLANES) and tile
+    (V4_WIDE), without bounds checks (full tiles, 3 K-slices), against float64: a wrong
+    multiply-add, slot or accumulator in any of the 16 blocks moves the result by far more than
+    the float32 rounding allowed here."""
+    import numpy as np
+    import numr_web.backends.webgpu.backend as wbk
+    M, N, K = 256, 256, 48
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-2, 2, (M, K)).astype(np.float32)
+    b = rng.uniform(-2, 2, (K, N)).astype(np.float32)
+    be = wbk.WebGPUBackend(gemm_tile="v4w" if wide else "v4")
+    def up(x, col):         # a column-major operand: the transposed view of its dense transpose
+        h = be.from_host(np.ascontiguousarray(x.T if col else x), dtypes.float32)
+        return be.permute(h, (1, 0)) if col else h
+    ran = be.info()["dispatches"].get("matmul.gemm_v4", 0)
+    got = be.to_numpy(be.matmul(up(a, a_col), up(b, b_col))).astype(np.float64)
+    assert be.info()["dispatches"].get("matmul.gemm_v4", 0) == ran + 1
+    consts = f"A_MLANES={int(a_col)},B_KLANES={int(b_col)},CHECK=0,HAS_BIAS=0,V4_WIDE={int(wide)},"
+    assert any(lbl.startswith("matmul.gemm_v4[float32,ACT=0,") and consts in lbl
+               for lbl in kernels.KernelCache.of(adapter).labels()), consts
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    eps = float(np.finfo(np.float32).eps)
+    err = np.abs(got - want) / (eps * (np.abs(want) + mag))
+    assert err.max() <= 4, f"worst {err.max():.1f} ulp of the terms' magnitude"

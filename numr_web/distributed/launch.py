@@ -1,7 +1,7 @@
 """A torchrun-style launcher for one machine (the GPU machines have no mpirun):
 
     python -m numr_web.distributed.launch --nproc-per-node 8 train.py ARGS...
-    python -m numr_web.distributed.launch --nproc-per-node 8 -m numr_web.cli demo --device cuda \
+    python -m numr_web.distributed.launch --nproc-per-node 8 -m numr_web demo --device cuda \
         --distributed nccl
 
 Starts N copies with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT

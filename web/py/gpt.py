@@ -1,6 +1,6 @@
 # GPT page (web/gpt.html): the character-level GPT of numr_web.models.gpt trains in the tab on the
 # standard-library text corpus (numr_web.data.text: CPython's own sources, which Pyodide ships, so
-# nothing is downloaded), through numr_web.training.fit_async, the loop every demo uses; then it
+# nothing is downloaded), through numr_web.apps.training.fit_async, the loop every demo uses; then it
 # writes text after a prompt. This file only adapts model + data + loop to the page: settings from
 # JS, progress events out through `emit`, Stop through `should_stop`.
 import asyncio
@@ -12,7 +12,7 @@ from numr_web.data.text import char_corpus
 from numr_web.models.gpt import GPT, GPTConfig
 from numr_web.nn import AdamW
 from numr_web.nn.optim.lr_scheduler import CosineWithWarmup
-from numr_web.training import fit_async
+from numr_web.apps.training import fit_async
 
 # the model and vocabulary of the last run (generation uses the live model, also while it trains);
 # `gen` counts generate calls: a newer prompt supersedes the one still writing

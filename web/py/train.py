@@ -1,14 +1,14 @@
 # Training playground (web/index.html): the digits MLP of fused GEMM + bias + activation layers on
-# WebGPU. The run itself is numr_web.demo.prepare_digits + numr_web.training.fit_async, the same loop
+# WebGPU. The run itself is numr_web.apps.demo.prepare_digits + numr_web.apps.training.fit_async, the same loop
 # `numr-web demo` uses (there with blocking readback); this file only adapts it to the page:
 # settings from JS, progress events out through `emit`, Stop through `should_stop`.
 # model "cnn": numr_web.models.cnn.DigitsCNN (two 3x3 convolutions with bias + ReLU fused into each,
 # a max-pool, a fused Linear + ReLU) on the same data, batches and loop, in place of the MLP.
 import numr_web as nr
 from numr_web import nn
-from numr_web.demo import prepare_digits
+from numr_web.apps.demo import prepare_digits
 from numr_web.models.cnn import DigitsCNN
-from numr_web.training import fit_async
+from numr_web.apps.training import fit_async
 
 MODELS = ("mlp", "cnn")
 CHANNELS = (1, 128)          # the CNN's first convolution's channels (the second has twice as many)

@@ -7,6 +7,7 @@ from the Python tables:
     <generated header of the kernel file>
     common.wgsl  act.wgsl  <generated activation dispatch>  [<generated op dispatch>]
     [<included kernel files, contract.includes>]  <kernel>.wgsl
+where a kernel file's `// @generate NAME` lines are replaced by the code codegen_gemm.py generates.
 dtype_<S> defines the element type S and compute type C of the tensors, out_<SO> the output type of
 converting kernels (astype); the header (contract.py) names the metadata words, declares the
 bindings and the override constants. Variants inside a module (operation, activation, flags) are
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 
 from ...errors import KernelError
-from . import codegen
+from . import codegen, codegen_gemm
 
 _COMMON = ("common.wgsl", "act.wgsl")
 _text_cache: dict = {}
@@ -59,6 +60,15 @@ def load(name):
     return t
 
 
+def kernel_text(name):
+    """The text of one kernel file with its generated sections expanded (cached)."""
+    key = ("expanded", name)
+    t = _text_cache.get(key)
+    if t is None:
+        t = _text_cache[key] = codegen_gemm.expand(load(name), name)
+    return t
+
+
 def module_source(kernel_file, dtype, out_dtype=None, enables=None):
     """The complete WGSL module of one kernel file for tensors of `dtype` (astype: -> out_dtype).
     enables: {feature: the shader file of the `enable` directive this adapter's compiler wants for
@@ -76,8 +86,8 @@ def module_source(kernel_file, dtype, out_dtype=None, enables=None):
     parts.append(codegen.activation_wgsl())
     if contract.vocabulary:
         parts.append(codegen.elementwise_wgsl())
-    parts.extend(load(f) for f in contract.includes)
-    parts.append(load(kernel_file))
+    parts.extend(kernel_text(f) for f in contract.includes)
+    parts.append(kernel_text(kernel_file))
     return "\n".join(parts)
 
 

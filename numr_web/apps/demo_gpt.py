@@ -4,7 +4,7 @@ CPython's standard-library sources (numr_web.data.text) with AdamW, a cosine sch
 linear warm-up and gradient-norm clipping.
 
 `prepare_gpt(...)` returns `(kwargs, info)` like the other `prepare_*` functions in
-numr_web.demo: `kwargs` go to `training.fit` / `training.fit_async`, where one "epoch" is
+numr_web.apps.demo: `kwargs` go to `training.fit` / `training.fit_async`, where one "epoch" is
 `eval_interval` optimizer steps on random windows of the training text followed by an evaluation
 of the validation loss on fixed windows of the validation text (EpochInfo.loss is the mean
 training loss of those steps, EpochInfo.metrics["val_loss"] the validation loss). `info` holds the
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import random
 
-from . import nn
-from .data.text import char_corpus
-from .models import GPT, GPTConfig
-from .nn.optim.lr_scheduler import CosineWithWarmup
-from .ops.nn_functional import cross_entropy
+from .. import nn
+from ..data.text import char_corpus
+from ..models import GPT, GPTConfig
+from ..nn.optim.lr_scheduler import CosineWithWarmup
+from ..ops.nn_functional import cross_entropy
 
 # name -> (lowest, highest) allowed; shared by the CLI and the browser page's checks
 GPT_LIMITS = {"steps": (1, 1_000_000), "batch_size": (1, 4096), "block_size": (2, 4096),

@@ -47,7 +47,8 @@ MIME = {
 # files every build of the app has (checked before serving)
 APP_FILES = ("index.html", "gpt.html", "parity.html", "bench.html", "embed.html", "sw.js",
              "lib/numr-web.js", "lib/wheels/manifest.json", "lib/pyodide/pyodide.mjs", "lib/pyodide/pyodide.asm.wasm")
-PACKAGED_APP = Path(__file__).resolve().parent / "web"
+PACKAGE = Path(__file__).resolve().parents[1]        # numr_web/
+PACKAGED_APP = PACKAGE / "web"
 SOURCES = ("numr_web", "shaders", "web/src", "web/py", "web/public")
 
 
@@ -64,7 +65,7 @@ def find_checkout() -> Path | None:
     cands = []
     if os.environ.get("NUMR_WEB_ROOT"):
         cands.append(Path(os.environ["NUMR_WEB_ROOT"]))
-    cands.append(Path(__file__).resolve().parent.parent)
+    cands.append(PACKAGE.parent)
     cwd = Path.cwd().resolve()
     cands += [cwd, *cwd.parents]
     for c in cands:
@@ -228,7 +229,7 @@ def _port(text):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The `serve` options, defined once (numr-web serve and python -m numr_web.serve)."""
+    """The `serve` options, defined once (numr-web serve and python -m numr_web.apps.serve)."""
     p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 = any free port)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--rebuild", action="store_true",

@@ -1,14 +1,15 @@
 """`numr-web demo --distributed`: the digits MLP trained data-parallel.
 
     mpirun -n 2 numr-web demo --distributed                       # cpu, MPI
-    python -m numr_web.distributed.launch --nproc-per-node 2 -m numr_web.cli demo --device cuda \
+    python -m numr_web.distributed.launch --nproc-per-node 2 -m numr_web demo --device cuda \
         --distributed nccl                                         # one process per GPU
 
 Each step's global batch (batch_size samples) is split evenly across the ranks: DistributedSampler
 deals every rank an interleaved shard of the same epoch permutation, so step k's global batch is
 the same set of samples a single process with the whole batch would use. Gradients are averaged
 by DistributedDataParallel, so every rank takes the same optimizer step and the ranks end with
-bit-identical parameters (checked with a digest exchange and reported by rank 0).
+bit-identical parameters (checked with a digest exchange and reported by rank 0). The steps are
+those of every demo: `training.fit`, here on the DistributedDataParallel model.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ import time
 from .. import cross_entropy, nn, no_grad, tensor
 from ..data import digits_split
 from ..errors import DistributedError
-from . import world
-from .ddp import DistributedDataParallel
-from .env import read_env
-from .sampler import DistributedSampler
+from ..distributed import world
+from ..distributed.ddp import DistributedDataParallel
+from ..distributed.env import read_env
+from ..distributed.sampler import DistributedSampler
+from .training import fit
 
 
 def _accuracy(model, x, y):
@@ -57,34 +59,40 @@ def run_digits(device=None, backend=None, epochs=20, hidden=128, batch_size=64, 
     net = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb) if dist else model
     opt = nn.Adam(model.parameters(), lr=lr)
     sampler = DistributedSampler(xh.shape[0], W, r, shuffle=True, seed=seed)
-    losses, epoch_losses, step = [], [], 0
-    t0 = time.perf_counter()
-    for epoch in range(epochs):
+    losses, epoch_losses, local_losses = [], [], []
+
+    def batches(epoch):
         sampler.set_epoch(epoch)
         order = np.fromiter(sampler, dtype=np.int64)
-        local_losses = []
         for k in range(0, len(order), local):
             idx = order[k:k + local]
-            xb, yb = tensor(xh[idx], device=device), tensor(yh[idx], device=device)
-            loss = cross_entropy(net(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            local_losses.append(loss.detach())
-            step += 1
-            if fail_rank == r and fail_step == step:
-                import os
-                os._exit(3)
+            yield tensor(xh[idx], device=device), tensor(yh[idx], device=device)
+
+    def loss_fn(logits, y):               # this rank's loss of every step, read once per epoch
+        loss = cross_entropy(logits, y)
+        local_losses.append(loss.detach())
+        return loss
+
+    def on_step(s):
+        if fail_rank == r and fail_step == s.step:
+            import os
+            os._exit(3)
+
+    def on_epoch(e):
         # one collective per epoch: every rank's local losses -> the global-batch loss per step
         curve = tensor(np.array([l.item() for l in local_losses], dtype=np.float64),
                        device="cpu" if not dist or world.backend() == "mpi" else device)
+        local_losses.clear()
         if dist and W > 1:
             world.all_reduce(curve, op="mean")
         curve = curve.tolist()
         losses.extend(curve)
         epoch_losses.append(sum(curve) / len(curve))
         if log and r == 0:
-            log(f"epoch {epoch + 1:3d}  loss {epoch_losses[-1]:.4f}")
+            log(f"epoch {e.epoch + 1:3d}  loss {epoch_losses[-1]:.4f}")
+
+    t0 = time.perf_counter()
+    fit(net, opt, batches, loss_fn, epochs=epochs, on_step=on_step, on_epoch=on_epoch)
     seconds = time.perf_counter() - t0
     acc = _accuracy(model, x_test, y_test)
     digest = param_digest(model.parameters())
@@ -114,5 +122,5 @@ def cli_demo(args):
     wanted = getattr(args, "min_accuracy", 0.0)
     if res["rank"] != 0:                  # rank 0 says why; every rank exits with the status
         return 0 if res["accuracy"] >= wanted else 1
-    from ..demo_run import accuracy_gate
+    from .demo_run import accuracy_gate
     return accuracy_gate(res["accuracy"], wanted)

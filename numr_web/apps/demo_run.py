@@ -1,8 +1,8 @@
-"""`numr-web demo --model cnn|gpt`: the command-line runs of the CNN and GPT demos (the MLP's is in
-numr_web.cli, `--distributed` in numr_web.distributed.demo). Each prints what it trains, a
-progress bar (tqdm when installed, else a line per epoch / evaluation), and ends with its result
-line: `final test accuracy: XX.XX%` (cnn) or `val loss X.XXX` (gpt). Returns the exit status:
-1 when a --min-accuracy / --max-val-loss gate is missed, else 0."""
+"""`numr-web demo --model mlp|cnn|gpt`: the command-line runs of the demos (`--distributed` in
+numr_web.distributed.demo). Each prints what it trains, trains through `fit_with_progress` (the one
+loop, `training.fit`, under a tqdm bar when tqdm is installed, else a line per epoch / evaluation),
+and ends with its result line: `final test accuracy: XX.XX%` (mlp, cnn) or `val loss X.XXX` (gpt).
+Returns the exit status: 1 when a --min-accuracy / --max-val-loss gate is missed, else 0."""
 from __future__ import annotations
 
 import argparse
@@ -90,12 +90,38 @@ def val_loss_gate(val, wanted):
     return 1
 
 
-def _progress(total, unit):
+def fit_with_progress(kwargs, total, unit, report):
+    """Train with `training.fit` on a run built by a `prepare_*` function, showing a tqdm bar of
+    `total` `unit`s ("epoch": it moves after every epoch, "step": after every step) or, without
+    tqdm, a line per epoch / evaluation. report(EpochInfo) -> (the bar's postfix dict, the line).
+    -> (FitResult, seconds)"""
+    from .training import fit
     try:
         from tqdm import tqdm
     except ImportError:
-        return None
-    return tqdm(total=total, unit=unit)
+        tqdm = None
+    bar = tqdm(total=total, unit=unit) if tqdm else None
+    per_step = unit == "step"
+
+    def on_step(s):
+        bar.update(1)
+
+    def on_epoch(e):
+        postfix, line = report(e)
+        if bar is None:
+            print(line)
+            return
+        bar.set_postfix(**postfix)
+        if not per_step:
+            bar.update(1)
+
+    t0 = time.perf_counter()
+    try:
+        res = fit(**kwargs, on_epoch=on_epoch, on_step=on_step if per_step and bar else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    return res, time.perf_counter() - t0
 
 
 def save_plot(path, series, xlabel, ylabel, title, log_y=False):
@@ -121,10 +147,20 @@ def save_plot(path, series, xlabel, ylabel, title, log_y=False):
     print(f"loss curve saved to {path}")
 
 
-def run_cnn(args, device):
-    from .demo import prepare_cnn
-    from .serialization import save
-    from .training import fit
+def _prepare_digits_run(args, device):
+    """-> (fit kwargs, checkpoint metadata, plot title, accuracy digits) of --model mlp | cnn,
+    after printing what it trains."""
+    from .demo import prepare_cnn, prepare_digits
+    if args.model == "mlp":
+        kwargs, info = prepare_digits(device=device, hidden=args.hidden, layers=2,
+                                      epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                      activation=args.activation, seed=args.seed)
+        sizes = "-".join(map(str, info["sizes"]))
+        print(f"training a {sizes} MLP of fused Linear+{args.activation} layers on the UCI digits "
+              f"data ({info['n_train']} train / {info['n_test']} test images), device={device}")
+        meta = {"model": "MLP", "sizes": ",".join(map(str, info["sizes"])),
+                "activation": args.activation}
+        return kwargs, meta, f"numr_web digits MLP on {device}", 3
     kwargs, info = prepare_cnn(device=device, epochs=args.epochs, batch_size=args.batch_size,
                                lr=args.lr, hidden=args.hidden, seed=args.seed)
     c1, c2 = info["channels"]
@@ -133,40 +169,37 @@ def run_cnn(args, device):
           f"digits data ({info['n_train']} train / {info['n_test']} test images, shifted by up to "
           f"1 pixel), AdamW + cosine schedule, label smoothing 0.1, batch {args.batch_size}, "
           f"{args.epochs} epochs, device={device}")
-    bar = _progress(args.epochs, "epoch")
+    return kwargs, {"model": "DigitsCNN"}, f"numr_web digits CNN on {device}", 4
 
-    def on_epoch(e):
+
+def run_digits_demo(args, device):
+    """`numr-web demo --model mlp | cnn`: train, then checkpoint, plot and the result line."""
+    from ..serialization import save
+    kwargs, meta, title, digits = _prepare_digits_run(args, device)
+
+    def report(e):
         acc = e.metrics["accuracy"]
-        if bar is not None:
-            bar.set_postfix(loss=f"{e.loss:.4f}", test_acc=f"{acc:.4f}")
-            bar.update(1)
-        else:
-            print(f"epoch {e.epoch + 1:3d}  loss {e.loss:.4f}  test accuracy {acc:.4f}")
+        return ({"loss": f"{e.loss:.4f}", "test_acc": f"{acc:.{digits}f}"},
+                f"epoch {e.epoch + 1:3d}  loss {e.loss:.4f}  test accuracy {acc:.{digits}f}")
 
-    t0 = time.perf_counter()
-    try:
-        res = fit(**kwargs, on_epoch=on_epoch)
-    finally:
-        if bar is not None:
-            bar.close()
-    seconds = time.perf_counter() - t0
+    res, seconds = fit_with_progress(kwargs, args.epochs, "epoch", report)
     acc = res.metrics["accuracy"]
     if args.checkpoint:
-        save(kwargs["model"].state_dict(), args.checkpoint, metadata={"model": "DigitsCNN"})
+        save(kwargs["model"].state_dict(), args.checkpoint, metadata=meta)
         print(f"checkpoint saved to {args.checkpoint}")
     if args.plot:
         xs = list(range(1, len(res.history) + 1))
         save_plot(args.plot, {"training loss": (xs, res.history)}, "epoch", "training loss",
-                  f"numr_web digits CNN on {device} (test acc {acc * 100:.2f}%)")
+                  f"{title} (test acc {acc * 100:.2f}%)", log_y=args.model == "mlp")
     print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
     return accuracy_gate(acc, args.min_accuracy)
 
 
 def run_gpt(args, device):
+    """`numr-web demo --model gpt`: train, then checkpoint, plot, a sample and the result line."""
     from dataclasses import asdict
     from .demo_gpt import prepare_gpt, sample_text
-    from .serialization import save
-    from .training import fit
+    from ..serialization import save
     kwargs, info = prepare_gpt(device=device, steps=args.steps, batch_size=args.batch_size,
                                block_size=args.block_size, n_layer=args.n_layer,
                                n_head=args.n_head, n_embd=args.n_embd, lr=args.lr,
@@ -178,31 +211,18 @@ def run_gpt(args, device):
           f"{info['train_tokens']:,} characters of Python's standard library "
           f"({info['val_tokens']:,} held out for validation), batch {args.batch_size}, "
           f"{args.steps} steps of AdamW + cosine schedule, device={device}")
-    bar = _progress(args.steps, "step")
     curve = {"step": [], "train": [], "val": []}
 
-    def on_step(s):
-        if bar is not None:
-            bar.update(1)
-
-    def on_epoch(e):
+    def report(e):
         val = e.metrics["val_loss"]
         curve["step"].append(e.step)
         curve["train"].append(e.loss)
         curve["val"].append(val)
-        if bar is not None:
-            bar.set_postfix(train_loss=f"{e.loss:.3f}", val_loss=f"{val:.3f}")
-        else:
-            print(f"step {e.step:5d}  train loss {e.loss:.3f}  val loss {val:.3f}  "
-                  f"({e.seconds:.0f} s)")
+        return ({"train_loss": f"{e.loss:.3f}", "val_loss": f"{val:.3f}"},
+                f"step {e.step:5d}  train loss {e.loss:.3f}  val loss {val:.3f}  "
+                f"({e.seconds:.0f} s)")
 
-    t0 = time.perf_counter()
-    try:
-        res = fit(**kwargs, on_step=on_step, on_epoch=on_epoch)
-    finally:
-        if bar is not None:
-            bar.close()
-    seconds = time.perf_counter() - t0
+    res, seconds = fit_with_progress(kwargs, args.steps, "step", report)
     val = res.metrics["val_loss"]
     print(f"trained {res.steps} steps in {seconds:.1f} s ({seconds / res.steps * 1e3:.0f} ms/step); "
           f"train loss {res.history[-1]:.3f}")

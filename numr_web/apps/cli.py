@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
-from . import __version__, demo_run, serve
+from .. import __version__
+from . import demo_run, serve
 
 
 def cmd_info(args):
-    from . import backends
+    from .. import backends
     print(f"numr_web {__version__}  (Python {sys.version.split()[0]})")
     for dev in backends.REGISTRY:
         ok, why = backends.probe(dev)
@@ -23,23 +23,6 @@ def cmd_info(args):
                 print(f"            (info failed: {type(e).__name__}: {e})")
     print(f"  browser app (numr-web serve): {serve.describe_app()}")
     return 0
-
-
-def _plot(path, history, acc, device):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no loss-curve plot (pip install 'numr-web[demo]')")
-        return
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(1, len(history) + 1), history, marker="o")
-    ax.set(xlabel="epoch", ylabel="training loss", yscale="log",
-           title=f"numr_web digits MLP on {device} (test acc {acc * 100:.1f}%)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"loss curve saved to {path}")
 
 
 def _check_output_paths(args):
@@ -60,61 +43,16 @@ def cmd_demo(args):
     if args.distributed:
         if args.model != "mlp":
             raise ValueError(f"--distributed trains the MLP (--model mlp), not --model {args.model}")
-        from .distributed.env import read_env
+        from ..distributed.env import read_env
         cpu_threads(read_env().local_world_size)  # before numpy loads: one share of the cores each
-        from .distributed.demo import cli_demo
+        from .demo_distributed import cli_demo
         return cli_demo(args)
-    from .demo_run import MODEL_THREADS
+    from .demo_run import MODEL_THREADS, run_digits_demo, run_gpt
     cpu_threads(max_threads=MODEL_THREADS.get(args.model))   # before numpy loads
-    if args.model != "mlp":
-        from . import backends
-        from .demo_run import run_cnn, run_gpt
-        device = backends.normalize_device(args.device)
-        backends.get_backend(device)      # an unavailable device fails here, before any output
-        return (run_cnn if args.model == "cnn" else run_gpt)(args, device)
-    from . import backends
-    from .demo import DEMOS
-    from .training import fit
+    from .. import backends
     device = backends.normalize_device(args.device)
     backends.get_backend(device)          # an unavailable device fails here, before any output
-    kwargs, info = DEMOS["mlp"](device=device, hidden=args.hidden, layers=2, epochs=args.epochs,
-                                batch_size=args.batch_size, lr=args.lr,
-                                activation=args.activation, seed=args.seed)
-    print(f"training a {'-'.join(map(str, info['sizes']))} MLP of fused Linear+{args.activation} "
-          f"layers on the UCI digits data ({info['n_train']} train / {info['n_test']} test images), "
-          f"device={device}")
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    bar = tqdm(total=args.epochs, unit="epoch") if tqdm else None
-
-    def on_epoch(e):
-        acc = e.metrics["accuracy"]
-        if bar is not None:
-            bar.set_postfix(loss=f"{e.loss:.4f}", test_acc=f"{acc:.3f}")
-            bar.update(1)
-        else:
-            print(f"epoch {e.epoch + 1:3d}  loss {e.loss:.4f}  test accuracy {acc:.3f}")
-
-    t0 = time.perf_counter()
-    try:
-        res = fit(**kwargs, on_epoch=on_epoch)
-    finally:
-        if bar is not None:
-            bar.close()
-    acc = res.metrics["accuracy"]
-    seconds = time.perf_counter() - t0
-    if args.checkpoint:
-        from .serialization import save
-        save(kwargs["model"].state_dict(), args.checkpoint,
-             metadata={"model": "MLP", "sizes": ",".join(map(str, info["sizes"])),
-                       "activation": args.activation})
-        print(f"checkpoint saved to {args.checkpoint}")
-    if args.plot:
-        _plot(args.plot, res.history, acc, device)
-    print(f"final test accuracy: {acc * 100:.2f}%  ({seconds:.1f} s)")
-    return demo_run.accuracy_gate(acc, args.min_accuracy)
+    return (run_gpt if args.model == "gpt" else run_digits_demo)(args, device)
 
 
 def cmd_bench(args):
@@ -142,17 +80,22 @@ def cmd_bench(args):
 
 
 def cmd_shaders(args):
-    """Print the generated kernel code: the per-activation and per-op dispatch built from the tables."""
+    """Print the generated kernel code: the per-activation and per-op dispatch built from the
+    tables, and the kernels' generated sections (the unrolled GEMM K-slice)."""
     if args.language == "cuda":
-        from .backends.cuda.codegen import dump as dump_cuda
+        from ..backends.cuda.codegen import dump as dump_cuda
         print(dump_cuda())
         return 0
-    from .backends.webgpu.codegen import KERNELS, dump
+    from ..backends.webgpu.codegen import KERNELS, dump
+    from ..backends.webgpu.codegen_gemm import dump as dump_sections
     if args.kernel is not None and args.kernel not in KERNELS:
         print(f"numr-web shaders: no kernel file {args.kernel!r}; one of: {', '.join(sorted(KERNELS))}",
               file=sys.stderr)
         return 2
     print(dump(args.kernel))
+    sections = dump_sections(args.kernel)       # the kernel files' generated repeated code
+    if sections:
+        print(sections)
     return 0
 
 
@@ -167,7 +110,7 @@ def build_parser():
     p.add_argument("--version", action="version", version=f"numr-web {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="list devices and their details")
-    from .ops.activations import ACT
+    from ..ops.activations import ACT
     ACTIVATIONS = [n for n in ACT if n != "none"]
     d = sub.add_parser("demo", help="train a model (the digits MLP, a digits CNN or a character "
                                     "GPT) and print its test accuracy or validation loss")
@@ -218,7 +161,7 @@ def main(argv=None):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.cmd == "serve":
         return serve.run(args)
-    from .errors import NumrError
+    from ..errors import NumrError
     try:
         return {"info": cmd_info, "demo": cmd_demo, "bench": cmd_bench,
                 "shaders": cmd_shaders}[args.cmd](args)
