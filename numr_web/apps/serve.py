@@ -49,7 +49,8 @@ APP_FILES = ("index.html", "gpt.html", "parity.html", "bench.html", "embed.html"
              "lib/numr-web.js", "lib/wheels/manifest.json", "lib/pyodide/pyodide.mjs", "lib/pyodide/pyodide.asm.wasm")
 PACKAGE = Path(__file__).resolve().parents[1]        # numr_web/
 PACKAGED_APP = PACKAGE / "web"
-SOURCES = ("numr_web", "shaders", "web/src", "web/py", "web/public")
+SOURCES = ("numr_web", "shaders", "web/src", "web/py", "web/public",
+           "tests/programs/nanogpt")   # the "Your model" page bundles nanoGPT's model.py
 
 
 class ServeError(Exception):
