@@ -25,7 +25,7 @@ from .tensor import Size, Tensor
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
                        zeros_like)
-from .ops.activations import ACT
+from .vocab.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
                               floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
                               remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)

@@ -17,7 +17,7 @@ from .errors import DTypeError, GradientError, IndexOutOfRangeError, NumrError, 
 from .formatting import format_tensor
 from .gradmode import no_grad
 from .profiler import scope as profiler_scope
-from .ops.registry import OPS
+from .vocab.registry import OPS
 
 
 class Tensor:

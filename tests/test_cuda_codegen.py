@@ -15,8 +15,8 @@ import pytest
 
 from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
-from numr_web.ops import activations as A
-from numr_web.ops.activations import ACT, Act, Code
+from numr_web.vocab import activations as A
+from numr_web.vocab.activations import ACT, Act, Code
 
 
 def test_codes_are_the_table_rows():
@@ -47,7 +47,7 @@ def test_kernel_bodies_hold_no_activation_code():
 
 
 def test_a_row_added_to_the_table_is_generated(monkeypatch):
-    cube = Act("cube_test", "z",
+    cube = Act("cube_test", "z", d3=lambda z: z * 0 + 6,
                np=A._np(lambda xp, z: z ** 3, lambda xp, z: 3 * z * z, lambda xp, z: 6 * z),
                wgsl=Code("z * z * z", "3.0 * z * z", "6.0 * z"),
                cuda=Code("z * z * z", "C(3) * z * z", "C(6) * z"))

@@ -195,7 +195,7 @@ NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argsort", "
 def test_every_op_row_is_tested():
     """Every differentiable row of the vocabulary is exercised by CASES; the others by the
     tests below (comparisons, argmax, one_hot, bitwise)."""
-    from numr_web.ops.registry import OPS
+    from numr_web.vocab.registry import OPS
     import test_nn_ops     # the model-building ops are tested there, against torch
     covered = {r for c in CASES for r in c[1]} | NON_DIFFERENTIABLE | {"slice", "unslice"} | \
         {"log1p", "expm1", "rsqrt", "clone", "gather", "scatter_add", "layer_norm", "attention",

@@ -9,7 +9,7 @@ import math
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import arange
 from ..errors import DTypeError, ShapeError

@@ -11,7 +11,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..creation import arange, full, zeros
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
+from ..autocast_state import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
 from .elementwise import maximum, minimum, where

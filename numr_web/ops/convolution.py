@@ -8,7 +8,7 @@ average pooling reduces im2col's windows."""
 from __future__ import annotations
 
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import full, tensor
 from ..dtypes import int32

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_grad_enabled

@@ -16,7 +16,7 @@ from .. import shapes as sh
 from ..autograd import attach
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, lowers as amp_lowers
+from ..autocast_state import active as amp_active, cast as amp_cast, lowers as amp_lowers
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import abs as _abs

@@ -1,10 +1,7 @@
-"""The rest of torch's elementwise math: rounding, reciprocal, exp2/log2/log10, tan, the hyperbolic
-and inverse trigonometric functions, fmod and atan2 (rows + kernels, as in elementwise.py), and the
-predicates and comparisons torch has as functions (composites of existing rows: no kernel).
-
-Each row's kernel is `unary_<name>` / `binary_<name>` in shaders/elementwise.wgsl; numpy and CuPy
-use the function the row names. Derivatives reuse the forward output where it is the derivative's
-ingredient (tan' = 1 + y^2, exp2' = y ln 2, reciprocal' = -y^2).
+"""The rest of torch's elementwise math: the public functions of rounding, reciprocal,
+exp2/log2/log10, tan, the hyperbolic and inverse trigonometric functions, fmod and atan2 (their
+rows, kernels and VJPs: numr_web/vocab/elementwise.py), and the predicates and comparisons torch has
+as functions (composites of existing rows: no kernel).
 """
 from __future__ import annotations
 
@@ -14,39 +11,12 @@ from .. import dtypes as dt
 from ..errors import DTypeError
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
-from .elementwise import _binary, _unary, binary, rsqrt, unary, where
+from .elementwise import binary, unary, where
 
-_LN2, _LN10 = math.log(2.0), math.log(10.0)
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
-def _np_round(xp, x):
-    return xp.rint(x)                       # half to even, as torch.round
-
-
-# -- rows: rounding (zero gradient almost everywhere, as torch) ---------------------------------------
-_unary("floor", "floor", lambda n, g, x: g * 0, reads=False)
-_unary("ceil", "ceil", lambda n, g, x: g * 0, reads=False)
-_unary("round", _np_round, lambda n, g, x: g * 0, reads=False)
-_unary("trunc", "trunc", lambda n, g, x: g * 0, reads=False)
-
-# -- rows: float math ---------------------------------------------------------------------------------
-_unary("reciprocal", "reciprocal", lambda n, g, x: -(g * n.output() * n.output()), save_out=True)
-_unary("exp2", "exp2", lambda n, g, x: g * n.output() * _LN2, save_out=True)
-_unary("log2", "log2", lambda n, g, x: g / (x * _LN2))
-_unary("log10", "log10", lambda n, g, x: g / (x * _LN10))
-_unary("tan", "tan", lambda n, g, x: g * (n.output() * n.output() + 1), save_out=True)
-_unary("sinh", "sinh", lambda n, g, x: g * cosh(x))
-_unary("cosh", "cosh", lambda n, g, x: g * sinh(x))
-_unary("asin", "arcsin", lambda n, g, x: g * rsqrt(1 - x * x))
-_unary("acos", "arccos", lambda n, g, x: -(g * rsqrt(1 - x * x)))
-_unary("atan", "arctan", lambda n, g, x: g / (x * x + 1))
-
-_binary("fmod", "fmod", lambda g, a, b, n: (g, -(g * trunc(a / b))))
-_binary("atan2", "arctan2",
-        lambda g, a, b, n: (g * b / (a * a + b * b), -(g * a) / (a * a + b * b)))
-
-_ROUNDING = ("floor", "ceil", "round", "trunc")
+_ROUNDING = ("floor", "ceil", "round", "trunc")      # the "round" rows of vocab/elementwise.py
 _FLOAT_MATH = ("reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan")
 
 

@@ -12,7 +12,7 @@ from ..creation import rand
 from ..generator import resolve_seed
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_create_graph
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import check_same_device
 from .registry import OPS, register

@@ -8,7 +8,7 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import attach_methods, need_tensor
 from .elementwise import where

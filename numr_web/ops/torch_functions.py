@@ -15,7 +15,7 @@ from ..autograd import apply
 from ..creation import tensor
 from ..errors import DTypeError, ShapeError
 from ..generator import resolve_seed
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
+from ..autocast_state import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
 from .common import attach_methods, check_same_device, need_tensor
 from .elementwise import maximum, minimum, where
