@@ -91,6 +91,10 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
 from .ops.elementwise import TABLE_FUNCTIONS as _table_functions  # noqa: E402
 for _name, _fn in _table_functions.items():
     globals()[_name] = _tensor_first(_fn, _name)
-del _name, _fn, _table_functions
+# the public rows of the elementwise table (numr_web/vocab/elementwise.py) as nr.<name>
+from .ops.generated import FUNCTIONS as _row_functions, UNARY as _row_unary  # noqa: E402
+for _name, _fn in _row_functions.items():
+    globals()[_name] = _tensor_first(_fn, _name) if _name in _row_unary else _fn
+del _name, _fn, _table_functions, _row_functions, _row_unary
 
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ from ..gradmode import is_grad_enabled, no_grad
 from ..tensor import Tensor
 from .common import attach_methods, as_tensor, check_same_device
 from .elementwise import where
+from .generated import BINARY as _ROW_BINARY, UNARY as _ROW_UNARY
 from .indexing import _is_advanced, _take, getitem as index_getitem
 from .registry import OPS
 from .shape_ops import concat, expand, getitem as basic_getitem
@@ -216,6 +217,7 @@ _UNARY = ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "
           "rsqrt", "square", "erf", "tan", "sinh", "cosh", "asin", "acos", "atan", "frac")
 _BINARY = ("fmod", "clamp", "clamp_min", "clamp_max", "lerp",
            "masked_fill", "maximum", "minimum", "atan2", "nan_to_num", "tril", "triu")
+_UNARY, _BINARY = _UNARY + _ROW_UNARY, _BINARY + _ROW_BINARY     # the vocab's public rows
 
 attach_methods(
     add_=_method("add", _add), sub_=_method("sub", _sub), div_=_method("div", _div),
