@@ -140,8 +140,14 @@ MP_ACT = {    # PyTorch's definitions, written independently of the table
     "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
     "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
     "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
+    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
+    "celu": lambda z: z if z > 0 else mp.expm1(z),
+    "softsign": lambda z: z / (1 + abs(z)),
+    "tanhshrink": lambda z: z - mp.tanh(z),
 }
-KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,)}
+_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
+KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
+         "selu": (0,), "celu": (0,), "softsign": (0,)}
 Z = np.concatenate([np.linspace(-12, 12, 97), [-1e4, -100, -88.5, -30, 30, 88.5, 100, 1e4,
                                                 0.0, 1e-7, -1e-7]])
 

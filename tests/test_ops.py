@@ -34,8 +34,12 @@ TORCH_ACT = {
     "softplus": torch.nn.functional.softplus,
     "mish": torch.nn.functional.mish,
     "hardswish": torch.nn.functional.hardswish,
+    "selu": torch.nn.functional.selu,
+    "celu": torch.nn.functional.celu,
+    "softsign": torch.nn.functional.softsign,
+    "tanhshrink": torch.nn.functional.tanhshrink,
 }
-KINKED = {"relu", "leaky_relu", "elu", "hardswish"}    # finite differences must avoid the kink
+KINKED = {"relu", "leaky_relu", "elu", "hardswish", "selu", "celu", "softsign"}   # FD avoid the kink
 
 
 def torch_act(name, order=0):
@@ -95,6 +99,19 @@ CASES = [
     ("acos", ["acos"], nr.acos, lambda a: np.pi / 2 - np.arctan(a / np.sqrt(1 - a * a)),
      [R(3, 4, lo=-0.9, hi=0.9)]),
     ("atan", ["atan"], nr.atan, lambda a: np.arcsin(a / np.sqrt(1 + a * a)), [R(3, 4, lo=-5, hi=5)]),
+    ("cbrt", ["cbrt"], nr.cbrt, lambda a: np.sign(a) * np.abs(a) ** (1 / 3),
+     [away_from_kinks(3, 4)]),
+    ("cbrt_method", ["cbrt"], lambda a: a.cbrt(), lambda a: np.sign(a) * np.abs(a) ** (1 / 3),
+     [R(3, 4, **POS)]),
+    ("logit", ["logit"], nr.logit, lambda p: np.log(p) - np.log1p(-p), [R(3, 4, lo=0.05, hi=0.95)]),
+    ("sinc", ["sinc"], nr.sinc, lambda a: np.sin(np.pi * a) / (np.pi * a), [R(3, 4, lo=0.1, hi=3)]),
+    ("sinc_negative", ["sinc"], lambda a: a.sinc(), lambda a: np.sin(np.pi * a) / (np.pi * a),
+     [R(3, 4, lo=-3, hi=-0.1)]),
+    ("xlogy", ["xlogy"], nr.xlogy, lambda a, b: a * np.log(b), [R(3, 4), R(3, 4, lo=0.1, hi=3)]),
+    ("xlogy_bcast", ["xlogy"], lambda a, b: a.xlogy(b), lambda a, b: a * np.log(b),
+     [R(2, 3, 4), R(4, lo=0.1, hi=3)]),
+    ("xlogy_scalar", ["xlogy"], lambda b: nr.xlogy(2.5, b), lambda b: 2.5 * np.log(b),
+     [R(3, 4, lo=0.1, hi=3)]),
     ("fmod", ["fmod"], nr.fmod, np.fmod, [R(3, 4, lo=-5, hi=5), R(3, 4, **POS)]),
     ("atan2", ["atan2"], nr.atan2, lambda a, b: 2 * np.arctan(a / (np.sqrt(a * a + b * b) + b)),
      [R(3, 4), R(3, 4, **POS)]),
@@ -303,7 +320,10 @@ LIMITS = {"none": ((1e4, 1), (-1e4, 1)), "relu": ((1e4, 1), (0, 0)), "sigmoid": 
           "tanh": ((1, 0), (-1, 0)), "silu": ((1e4, 1), (0, 0)), "gelu": ((1e4, 1), (0, 0)),
           "gelu_tanh": ((1e4, 1), (0, 0)), "leaky_relu": ((1e4, 1), (-100, 0.01)),
           "elu": ((1e4, 1), (-1, 0)), "softplus": ((1e4, 1), (0, 0)), "mish": ((1e4, 1), (0, 0)),
-          "hardswish": ((1e4, 1), (0, 0))}
+          "hardswish": ((1e4, 1), (0, 0)), "selu": ((1.0507009873554805e4, 1.0507009873554805),
+                                                     (-1.7580993408473766, 0)),
+          "celu": ((1e4, 1), (-1, 0)), "softsign": ((1e4 / 10001, 1 / 10001 ** 2), (-1e4 / 10001, 1 / 10001 ** 2)),
+          "tanhshrink": ((1e4 - 1, 1), (1 - 1e4, 1))}
 
 
 @pytest.mark.parametrize("name", list(nr.ACT))

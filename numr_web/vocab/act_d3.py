@@ -8,7 +8,7 @@ on; softplus's is 0 above its threshold; the piecewise rows (relu, ...) have non
 """
 from __future__ import annotations
 
-from .act_numpy import GELU_A, GELU_C, INV_SQRT_2PI, SOFTPLUS_THRESHOLD
+from .act_numpy import GELU_A, GELU_C, INV_SQRT_2PI, SELU_ALPHA, SELU_SCALE, SOFTPLUS_THRESHOLD
 
 _BIG = 1e4   # |z| beyond which every term below has underflowed: keeps z**k finite (no 0 * inf)
 
@@ -82,3 +82,18 @@ def mish(z):
 
 def elu(z):
     return (z < 0).astype(z.dtype) * z.clamp(max=0).exp()
+
+
+def selu(z):
+    return (z < 0).astype(z.dtype) * z.clamp(max=0).exp() * (SELU_SCALE * SELU_ALPHA)
+
+
+def softsign(z):
+    return 6 / (1 + z.abs()) ** 4              # z != 0 (f'' jumps there)
+
+
+def tanhshrink(z):
+    # f1 = T^2, f2 = 2 T h, f3 = 2 h (h - 2 T^2), h = 1 - T^2 without cancellation
+    t = z.tanh()
+    h = 4 * (2 * z).sigmoid() * (-2 * z).sigmoid()
+    return 2 * h * (h - 2 * t * t)

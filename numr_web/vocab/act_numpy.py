@@ -15,6 +15,8 @@ GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 SOFTPLUS_THRESHOLD = 20.0
 LEAKY_SLOPE = 0.01
+SELU_SCALE = 1.0507009873554804934193349852946    # torch's selu constants
+SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 class Code:
@@ -322,3 +324,46 @@ def _ones(xp, z):
 def _np(fwd, dz, d2, d1=None, ds=None, keeps_z=False):
     return Code(fwd, dz, d2, d1 or _times_dy(dz), ds, keeps_z)
 
+
+
+def _elu_np(scale, alpha):
+    """scale * (z if z > 0 else alpha * expm1(z)) and its derivatives, as torch (act'' is 0 at z = 0,
+    act'(NaN) = scale); elu is (1, 1), celu at its default alpha (1, 1), selu (SELU_SCALE, SELU_ALPHA).
+    (where, not minimum(z, 0): that may return the 0 for z = -0.0, and elu(-0.0) is -0.0)"""
+    la = scale * alpha
+
+    def fwd(xp, z):
+        neg = xp.expm1(xp.where(z > 0, 0, z))
+        if la != 1:
+            neg *= la
+        return xp.where(z > 0, z if scale == 1 else z * scale, neg).astype(z.dtype, copy=False)
+    return _np(fwd,
+               lambda xp, z: xp.where(z <= 0, la * xp.exp(xp.minimum(z, 0)), scale).astype(z.dtype),
+               lambda xp, z: xp.where(z < 0, la * xp.exp(xp.minimum(z, 0)), 0.0).astype(z.dtype))
+
+
+def _softsign_dz(xp, z):
+    a = xp.abs(z)
+    a += 1
+    a *= a
+    return xp.reciprocal(a, out=a)             # 1 / (1 + |z|)^2 (0 once the square overflows)
+
+
+def _softsign_d2(xp, z):
+    a = xp.abs(z)
+    a += 1
+    return -2 * xp.sign(z) / (a * a * a)
+
+
+def _tanhshrink_dz(xp, z):
+    t = xp.tanh(z)                             # tanh(z)^2: no 1 - sech^2 cancellation
+    t *= t
+    return t
+
+
+def _tanhshrink(xp, z):
+    if z.dtype.itemsize >= 8:
+        return z - xp.tanh(z)
+    w = z.astype(xp.float64)                   # z - tanh(z) cancels near 0: float64, rounded once
+    w -= xp.tanh(w)
+    return w.astype(z.dtype)

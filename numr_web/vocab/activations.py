@@ -18,7 +18,8 @@ row's numpy Code says keeps_z) and `d1` gets the output `y` as an optional hint 
 recovers Phi(z) = y / z from it instead of a second erf).
 
 Conventions are PyTorch's: relu'(0) = 0, elu''(0) = 0, hardswish'(+-3) = 0 and 1; `gelu` is exact (erf), `gelu_tanh` the tanh form;
-leaky_relu's slope is 0.01, elu's alpha 1, softplus has beta 1 and threshold 20.
+leaky_relu's slope is 0.01, elu's and celu's alpha 1, selu's constants torch's, softplus has
+beta 1 and threshold 20.
 Every formula is overflow-safe for any finite input.
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ from .act_numpy import (  # noqa: F401  (the constants and Code are part of the 
     GELU_A, GELU_C, GELU_TANH_CLIP, GELU_TANH_EXP, INV_SQRT_2PI, LEAKY_SLOPE, SOFTPLUS_THRESHOLD,
     SQRT1_2, Code, _GELU_D2, _GELU_DZ, _GELU_TANH_D2, _MISH_D1, _MISH_D2, _MISH_DZ, _SILU_D1,
     _SILU_D2, _SILU_DZ, _gelu_d1, _gelu_fwd, _gelu_tanh_d1, _gelu_tanh_dz, _gelu_tanh_fwd, _np,
-    _ones, _relu_fwd, _sech2, _sigmoid, _sigmoid_d2, _sigmoid_pair, _softplus, _times_dy, _zeros)
+    SELU_ALPHA, SELU_SCALE, _elu_np, _ones, _relu_fwd, _sech2, _softsign_d2, _softsign_dz,
+    _tanhshrink, _tanhshrink_dz, _sigmoid, _sigmoid_d2, _sigmoid_pair, _softplus, _times_dy, _zeros)
 
 class Act:
     """One activation: `saves`, its Code in numpy, WGSL and CUDA, and what autograd needs beyond
@@ -70,6 +72,25 @@ class Act:
 
     def __repr__(self):
         return f"Act({self.name!r})"
+
+
+def _k(c, expr, one):
+    """expr times the constant c in a code string (nothing where c is 1)."""
+    return expr if c == 1 else f"{one}({c!r}) * {expr}" if one else f"{c!r} * {expr}"
+
+
+def _elu_wgsl(scale, alpha):
+    la = scale * alpha                         # elu'(NaN) = scale, as torch (z <= 0 ? ... : scale)
+    return Code(f"select({_k(la, 'expm1_s(z)', '')}, {_k(scale, 'z', '')}, z > 0.0)",
+                f"select({scale!r}, {_k(la, 'exp_s(min(z, 0.0))', '')}, z <= 0.0 && !isnan_f(z))",
+                f"select(0.0, {_k(la, 'exp_s(min(z, 0.0))', '')}, z < 0.0)")
+
+
+def _elu_cuda(scale, alpha):
+    la = scale * alpha
+    return Code(f"z > C(0) ? {_k(scale, 'z', 'C')} : {_k(la, 'expm1(z)', 'C')}",
+                f"z <= C(0) ? {_k(la, 'm_exp(z)', 'C')} : C({scale!r})",
+                f"z < C(0) ? {_k(la, 'm_exp(z)', 'C')} : C(0)")
 
 
 # -- THE TABLE ----------------------------------------------------------------------------------------
@@ -152,17 +173,7 @@ ACT = {a.name: a for a in (
     Act("elu", "z", smooth=False, d3=D3.elu,
         # saves z: elu'(z) = exp(z) from z, as torch; from y it would be y + 1, which cancels
         # (0 in float32 below z = -17). act'' is 0 at z = 0 (torch masks it with z < 0).
-        # (where, not minimum(z, 0): that may return the 0 for z = -0.0, and elu(-0.0) is -0.0)
-        np=_np(lambda xp, z: xp.where(z > 0, z, xp.expm1(xp.where(z > 0, 0, z))).astype(
-            z.dtype, copy=False),
-               lambda xp, z: xp.where(z <= 0, xp.exp(xp.minimum(z, 0)), 1.0).astype(z.dtype),
-               lambda xp, z: xp.where(z < 0, xp.exp(xp.minimum(z, 0)), 0.0).astype(z.dtype)),
-        # elu'(NaN) = 1, as torch (z <= 0 ? exp(z) : 1)
-        wgsl=Code("select(expm1_s(z), z, z > 0.0)",
-                  "select(1.0, exp_s(min(z, 0.0)), z <= 0.0 && !isnan_f(z))",
-                  "select(0.0, exp_s(min(z, 0.0)), z < 0.0)"),
-        cuda=Code("z > C(0) ? z : expm1(z)", "z <= C(0) ? m_exp(z) : C(1)",
-                  "z < C(0) ? m_exp(z) : C(0)")),
+        np=_elu_np(1.0, 1.0), wgsl=_elu_wgsl(1.0, 1.0), cuda=_elu_cuda(1.0, 1.0)),
     Act("softplus", "z", d3=D3.softplus,
         np=_np(_softplus,
                lambda xp, z: xp.where(z > SOFTPLUS_THRESHOLD, 1.0, _sigmoid(xp, z)).astype(
@@ -199,6 +210,26 @@ ACT = {a.name: a for a in (
         cuda=Code("C r = z + C(3); return z * (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);",
                   "z <= C(-3) ? C(0) : (z < C(3) ? z / C(3) + C(0.5) : C(1))",
                   "(z > C(-3) && z < C(3)) ? C(1) / C(3) : C(0)")),
+    Act("selu", "z", smooth=False, d3=D3.selu,
+        np=_elu_np(SELU_SCALE, SELU_ALPHA), wgsl=_elu_wgsl(SELU_SCALE, SELU_ALPHA),
+        cuda=_elu_cuda(SELU_SCALE, SELU_ALPHA)),
+    Act("celu", "z", smooth=False, d3=D3.elu,     # torch's default alpha = 1: elu's formulas
+        np=_elu_np(1.0, 1.0), wgsl=_elu_wgsl(1.0, 1.0), cuda=_elu_cuda(1.0, 1.0)),
+    Act("softsign", "z", smooth=False, d3=D3.softsign,      # (act'' jumps at 0)
+        np=_np(lambda xp, z: z / (1 + xp.abs(z)), _softsign_dz, _softsign_d2),
+        wgsl=Code("z / (1.0 + abs(z))", "let a = 1.0 + abs(z);\n    return 1.0 / (a * a);",
+                  "let a = 1.0 + abs(z);\n    return -2.0 * sign(z) / (a * a * a);"),
+        cuda=Code("z / (C(1) + (z < C(0) ? -z : z))",
+                  "C a = C(1) + (z < C(0) ? -z : z); return C(1) / (a * a);",
+                  "C a = C(1) + (z < C(0) ? -z : z);\n"
+                  "    return (z > C(0) ? C(-2) : (z < C(0) ? C(2) : C(0))) / (a * a * a);")),
+    Act("tanhshrink", "z", d3=D3.tanhshrink,
+        np=_np(_tanhshrink, _tanhshrink_dz,
+               lambda xp, z: 2 * xp.tanh(z) * _sech2(xp, z)),
+        wgsl=Code("tanhshrink_s(z)", "let t = tanh_s(z);\n    return t * t;",
+                  "2.0 * tanh_s(z) * sech2_s(z)"),
+        cuda=Code("z - m_tanh(z)", "C t = m_tanh(z); return t * t;",
+                  "C(2) * m_tanh(z) * sech2(z)")),
 )}
 
 

@@ -88,6 +88,28 @@ def _pow(g, a, b, y):
     return ga, gb
 
 
+def _xlogy_np(xp, a, b):
+    """a log(b), 0 where a == 0 unless b is NaN (torch.special.xlogy)."""
+    r = xp.where(a == 0, 0, a * xp.log(b))
+    return xp.where(b != b, b, r)
+
+
+def _xlogy(g, a, b, y):
+    """d/da: log(b), 0 where a == 0 (torch's: xlogy(a != 0, b)); d/db: a / b."""
+    ga = g * (a != 0).astype(g.dtype).xlogy(b) if hasattr(a, "shape") else None
+    return ga, (g * a / b if hasattr(b, "shape") else None)
+
+
+def _sinc_np(xp, x):
+    return xp.sinc(x)                        # sin(pi x) / (pi x), 1 at 0 (numpy's is torch's)
+
+
+def _sinc(g, x, y):
+    """(cos(pi x) - sinc(x)) / x, 0 at x = 0 (torch's)."""
+    px = x * math.pi
+    return (g * (px.cos() - y) / x).where(x != 0, 0.0)
+
+
 def _compare(name, numpy):
     return Elem(name, "compare", numpy)
 
@@ -129,6 +151,13 @@ ROWS = {r.name: r for r in (
     _u("acos", "arccos", lambda g, x, y: -(g * (1 - x * x).rsqrt()), dtype="float",
        domain=[(-0.9, 0.9)]),
     _u("atan", "arctan", lambda g, x, y: g / (x * x + 1), dtype="float"),
+    _u("cbrt", "cbrt", lambda g, x, y: g / (y * y * 3), dtype="float", save_out=True,
+       public=True, domain=[(-3.0, 3.0)]),
+    _u("logit", lambda xp, x: xp.log(x / (1 - x)), lambda g, x, y: g / (x * (1 - x)),
+       dtype="float", public=True, domain=[(0.05, 0.95)],
+       doc="torch.logit(x) (eps=None): log(x / (1 - x)); NaN outside [0, 1]."),
+    _u("sinc", _sinc_np, _sinc, dtype="float", save_out=True, public=True,
+       domain=[(-3.0, 3.0)], doc="torch.sinc: sin(pi x) / (pi x), 1 at 0."),
 
     _b("add", "add", lambda g, a, b, y: (g, g), reads=False),
     _b("sub", "subtract", lambda g, a, b, y: (g, -g), reads=False),
@@ -145,6 +174,9 @@ ROWS = {r.name: r for r in (
     _b("fmod", "fmod", lambda g, a, b, y: (g, -(g * (a / b).trunc()))),
     _b("atan2", "arctan2",
        lambda g, a, b, y: (g * b / (a * a + b * b), -(g * a) / (a * a + b * b))),
+    _b("xlogy", _xlogy_np, _xlogy, dtype="float", public=True, domain=[(-2.0, 2.0), (0.1, 3.0)],
+       doc="torch.xlogy(a, b) (= torch.special.xlogy): a log(b), 0 where a == 0 (unless b is "
+           "NaN); integer and bool operands are computed as float32."),
 
     _compare("eq", "equal"), _compare("ne", "not_equal"), _compare("lt", "less"),
     _compare("le", "less_equal"), _compare("gt", "greater"), _compare("ge", "greater_equal"),
