@@ -70,11 +70,6 @@ _COMPARE = frozenset(r.name for r in rows("compare"))
 register("where", lambda be, c, a, b: (be.where(c, a, b), None),
          lambda n, g: (None, sum_to_shape(where(n.args[0], g, 0.0), n.args[1].shape),
                        sum_to_shape(where(n.args[0], 0.0, g), n.args[2].shape)))
-register("astype", lambda be, x, dtype: (be.astype(x, dtype), None),
-         lambda n, g: (g.astype(n.args[0].dtype),), vjp_reads_saved=False)
-register("to_device", None,                     # Tensor.to() moves the data and records it
-         lambda n, g: (g.to(n.args[0].device),), vjp_reads_saved=False,
-         backward_name="ToDeviceBackward")
 
 
 # -- activations: act^(fn)(x) from the ACT table, and the fused backward dy * act'(.) -----------------

@@ -2,7 +2,8 @@
 returning the output handle(s) and what the VJP needs saved) and its VJP (written with tensor ops,
 so that under create_graph the gradients are differentiable again). The op layer registers them
 (numr_web/ops/: the elementwise rows of numr_web/vocab/elementwise.py generically, the other
-families next to their public functions); tensor.py and autograd read OPS at call time.
+families next to their public functions); the two rows the tensor layer runs (astype, to_device)
+are registered here.
 
 Backends never read OPS: their kernel dispatch derives from the declarative rows of this package
 (`family_names`, `numpy_function`; numr_web/vocab/elementwise.py), and tests/test_architecture.py
@@ -38,6 +39,15 @@ def register(name, forward, vjp, **kw):
         raise ValueError(f"op {name!r} is registered twice")
     OPS[name] = Op(name, forward, vjp, **kw)
     return OPS[name]
+
+
+# the rows the tensor layer runs itself (Tensor.astype, Tensor.to), registered with the table:
+# tensor.py reads them without depending on an op module having been imported first
+register("astype", lambda be, x, dtype: (be.astype(x, dtype), None),
+         lambda n, g: (g.astype(n.args[0].dtype),), vjp_reads_saved=False)
+register("to_device", None,                     # Tensor.to() moves the data and records it
+         lambda n, g: (g.to(n.args[0].device),), vjp_reads_saved=False,
+         backward_name="ToDeviceBackward")
 
 
 def family_names(family):
