@@ -60,6 +60,7 @@ from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bias_activation,
                               max_pool2d)
 from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
+from .ops import tensor_methods as _tensor_methods  # noqa: F401  (t + u, t.sum(), ...)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
 from .profiler import profile, record_function

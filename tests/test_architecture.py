@@ -82,6 +82,20 @@ def test_backends_read_only_the_spec_of_the_op_layer():
                                                           "numr_web.autograd"))}, m
 
 
+def test_tensor_gets_its_op_methods_from_the_families_classes():
+    """Each op family defines its Tensor methods in a class of its own (ops/*.py: XMethods), and
+    all of them are Tensor's bases (ops/tensor_methods.py); nothing sets attributes on Tensor."""
+    import importlib
+    import inspect
+    modules = [importlib.import_module(f"numr_web.ops.{p.stem}")
+               for p in (PKG / "ops").glob("*.py") if p.stem != "__init__"]
+    classes = {c for m in modules for c in vars(m).values() if inspect.isclass(c)
+               and c.__name__.endswith("Methods") and c.__module__ == m.__name__}
+    assert len(classes) > 10 and classes <= set(nr.Tensor.__mro__)
+    for p in PKG.rglob("*.py"):
+        assert "setattr(Tensor" not in p.read_text(), p
+
+
 def test_no_import_cycles():
     graph = _graph()
     state, stack = {}, []

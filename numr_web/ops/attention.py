@@ -17,7 +17,7 @@ from ..gradmode import is_create_graph
 from ..tensor import Tensor
 from .common import check_same_device, sum_to_shape
 from .elementwise import where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _attn_forward(be, q, k, v, *mask, causal, scale):

@@ -21,8 +21,8 @@ from .indexing import gather
 from .padding import pad_dim
 from .linalg import matmul
 from .shape_ops import concat
-from .activations import get_act
-from .registry import OPS, register
+from ..vocab.activations import get_act
+from ..vocab.registry import OPS, register
 
 register("im2col", lambda be, x, kernel, stride, padding, dilation, pad_value:
          (be.im2col(x, kernel, stride, padding, dilation, pad_value), None),

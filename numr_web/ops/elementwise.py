@@ -19,7 +19,7 @@ from ..vocab.activations import ACT, get_act
 from ..vocab.elementwise import rows
 from ..vocab.registry import OPS, register
 from ..tensor import Tensor
-from .common import (as_tensor, attach_methods, check_output_size, check_same_device, need_tensor,
+from .common import (as_tensor, method_class, check_output_size, check_same_device, need_tensor,
                      sum_to_shape)
 
 
@@ -418,7 +418,8 @@ def _b(name, reverse=False):
     return lambda self, o: binary(name, self, o)
 
 
-attach_methods(
+ElementwiseMethods = method_class(
+    "ElementwiseMethods",
     __add__=_b("add"), __radd__=_b("add", True), __sub__=_b("sub"), __rsub__=_b("sub", True),
     __mul__=_b("mul"), __rmul__=_b("mul", True), __truediv__=_b("div"),
     __rtruediv__=_b("div", True), __pow__=_b("pow"), __rpow__=_b("pow", True),

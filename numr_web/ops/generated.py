@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..vocab.elementwise import rows
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import binary, unary
 
 
@@ -47,7 +47,8 @@ FUNCTIONS = {r.name: _document(_unary_function(r) if r.family == "unary" else _b
 UNARY = tuple(r.name for r in rows("unary", public=True))
 BINARY = tuple(r.name for r in rows("binary", public=True))
 
-attach_methods(**FUNCTIONS)
+GeneratedMethods = method_class(
+    "GeneratedMethods", **FUNCTIONS)
 
 
 def parity_cases():

@@ -22,7 +22,7 @@ from .common import as_tensor, check_same_device
 from .elementwise import abs as _abs
 from .elementwise import exp, log, log1p, maximum, sigmoid, where
 from .nn_functional import check_reduction, legacy_reduction
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _bce_vjp(n, g):

@@ -10,7 +10,7 @@ import math
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import binary, unary, where
 
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
@@ -218,7 +218,8 @@ def lerp(start, end, weight):
     return need_tensor(start, "lerp") + weight * (end - start)
 
 
-attach_methods(
+MathOpsMethods = method_class(
+    "MathOpsMethods",
     floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
     exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
     atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,

@@ -15,7 +15,7 @@ from ..gradmode import is_create_graph
 from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import check_same_device
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _norm_forward(be, x, *wb, k, eps, rms, has_weight, has_bias):
