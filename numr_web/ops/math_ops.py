@@ -12,12 +12,12 @@ from ..errors import DTypeError
 from ..tensor import Tensor
 from .common import method_class, need_tensor
 from .elementwise import binary, unary, where
+from .generated import FUNCTIONS
 
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
 _ROUNDING = ("floor", "ceil", "round", "trunc")      # the "round" rows of vocab/elementwise.py
-_FLOAT_MATH = ("reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan")
 
 
 def _rounding(name):
@@ -31,15 +31,6 @@ def _rounding(name):
         return unary(name, x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}: elementwise, float tensors (integer tensors are returned as a copy)."
-    return fn
-
-
-def _float_math(name):
-    def fn(x):
-        need_tensor(x, name)
-        return unary(name, x if x.dtype.is_floating else x.astype(dt.default_float))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"torch.{name}: elementwise; integer and bool tensors are computed as float32."
     return fn
 
 
@@ -57,8 +48,9 @@ def round(x, decimals=0):  # noqa: A001
         return _round(x / scale) * scale
     scale = 10.0 ** decimals
     return _round(x * scale) / scale
-reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(n)
-                                                                   for n in _FLOAT_MATH)
+# the float math rows are public (numr_web/vocab/elementwise.py): generated, named here too
+reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (FUNCTIONS[n] for n in (
+    "reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan"))
 arcsin, arccos, arctan, fix = asin, acos, atan, trunc
 
 
@@ -220,9 +212,7 @@ def lerp(start, end, weight):
 
 MathOpsMethods = method_class(
     "MathOpsMethods",
-    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
-    exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
-    atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
+    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
     isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,
     nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
     logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,
