@@ -377,3 +377,19 @@ def test_every_activation_is_a_function(device, name):
         tol = dict(rtol=1e-12, atol=1e-13) if dtype is nr.float64 else \
             dict(rtol=2e-6, atol=2e-7 if order < 2 else 6e-7)
         np.testing.assert_allclose(got.numpy(), torch_act(name, order)(xr), **tol, err_msg=str(order))
+
+
+# the public rows' parity cases (what a parity page runs): on every device, inputs drawn from the
+# row's domain, against the float64 cpu result of the same public function
+from numr_web.ops.generated import parity_cases  # noqa: E402
+
+
+@pytest.mark.parametrize("case", parity_cases(), ids=[c[0] for c in parity_cases()])
+def test_public_rows_parity_cases(device, case):
+    name, domains, fn = case
+    xs = [R(4, 5, lo=lo, hi=hi) for lo, hi in domains]
+    assert all(((lo <= x) & (x <= hi)).all() for x, (lo, hi) in zip(xs, domains))
+    want = fn(nr, *[nr.tensor(x, dtype="float64") for x in xs]).numpy()
+    got = fn(nr, *[nr.tensor(x, dtype=fdtype(device), device=device) for x in xs]).numpy()
+    assert np.isfinite(want).all(), name
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)
