@@ -393,3 +393,18 @@ def test_public_rows_parity_cases(device, case):
     got = fn(nr, *[nr.tensor(x, dtype=fdtype(device), device=device) for x in xs]).numpy()
     assert np.isfinite(want).all(), name
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_xlogy_special_values_follow_torch(device):
+    a = [0.0, 0.0, 0.0, 1.5, -2.0, 3.0, 0.0]
+    b = [0.0, float("nan"), 2.0, 0.0, 0.5, float("inf"), float("inf")]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    x, y = nr.tensor(a, device=device), nr.tensor(b, device=device)
+    for got, want in ((nr.xlogy(x, y), torch.special.xlogy(ta, tb)),
+                      (nr.xlogy(0.0, y), torch.special.xlogy(0.0, tb)),
+                      (nr.xlogy(2.5, y), torch.special.xlogy(2.5, tb)),
+                      (nr.xlogy(x, float("nan")), torch.special.xlogy(ta, float("nan"))),
+                      (nr.xlogy(x, 0.0), torch.special.xlogy(ta, 0.0))):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, equal_nan=True)
+    assert nr.xlogy(nr.tensor([1, 2], device=device), nr.tensor([3, 4], device=device)).dtype \
+        == nr.float32                                    # integers computed as float32, as torch

@@ -89,9 +89,13 @@ def _pow(g, a, b, y):
 
 
 def _xlogy_np(xp, a, b):
-    """a log(b), 0 where a == 0 unless b is NaN (torch.special.xlogy)."""
-    r = xp.where(a == 0, 0, a * xp.log(b))
-    return xp.where(b != b, b, r)
+    """a log(b), 0 where a == 0 unless b is NaN (torch.special.xlogy). One operand may be a
+    Python number (CuPy's where takes arrays only)."""
+    r = a * xp.log(b)
+    if isinstance(a, (int, float)):
+        return r if a != 0 else xp.where(b != b, b, xp.zeros_like(b))
+    r = xp.where(a == 0, 0, r)
+    return r if isinstance(b, (int, float)) and b == b else xp.where(b != b, b, r)
 
 
 def _xlogy(g, a, b, y):
