@@ -25,7 +25,7 @@ from .tensor import Size, Tensor
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, full, full_like,
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
                        zeros_like)
-from .ops.activations import ACT
+from .vocab.activations import ACT
 from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
                               floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
                               remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)
@@ -60,6 +60,7 @@ from .ops.attention import scaled_dot_product_attention
 from .ops.convolution import (adaptive_avg_pool2d, avg_pool2d, conv2d, conv2d_bias_activation,
                               max_pool2d)
 from .ops import inplace as _inplace  # noqa: F401  (x.add_(), x += y, x[i] = v)
+from .ops import tensor_methods as _tensor_methods  # noqa: F401  (t + u, t.sum(), ...)
 from .serialization import load, save, save_bytes, save_bytes_async
 from .capture import capture
 from .profiler import profile, record_function
@@ -91,6 +92,10 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
 from .ops.elementwise import TABLE_FUNCTIONS as _table_functions  # noqa: E402
 for _name, _fn in _table_functions.items():
     globals()[_name] = _tensor_first(_fn, _name)
-del _name, _fn, _table_functions
+# the public rows of the elementwise table (numr_web/vocab/elementwise.py) as nr.<name>
+from .ops.generated import FUNCTIONS as _row_functions, UNARY as _row_unary  # noqa: E402
+for _name, _fn in _row_functions.items():
+    globals()[_name] = _tensor_first(_fn, _name) if _name in _row_unary else _fn
+del _name, _fn, _table_functions, _row_functions, _row_unary
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 
-from .amp.autocast_mode import disabled as autocast_disabled
+from .autocast_state import disabled as autocast_disabled
 from .errors import DeviceError, GradientError
 from .gradmode import backward_mode, is_create_graph, is_grad_enabled
 from .profiler import current as _profiling

@@ -180,8 +180,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         return _finish(full(shape, start, dtype, device), requires_grad)
     i = arange(steps, dtype=compute, device=device)
     step = (end - start) / (steps - 1)
-    from .ops.elementwise import where           # (ops import this module: a call-time import)
-    out = where(i < steps // 2, i * step + start, end - (steps - 1 - i) * step)
+    out = (i * step + start).where(i < steps // 2, end - (steps - 1 - i) * step)
     return _finish(out.astype(dtype) if out.dtype is not dtype else out, requires_grad)
 
 

@@ -52,7 +52,7 @@ class IndexOutOfRangeError(ShapeError, IndexError):
 
 
 class UnknownActivationError(NumrError, ValueError):
-    """An activation name not in the ACT table (numr_web/ops/activations.py).
+    """An activation name not in the ACT table (numr_web/vocab/activations.py).
 
     >>> nr.activation(nr.ones(2), "swish2")
     UnknownActivationError: unknown activation 'swish2'; expected one of ['none', 'relu', ...]

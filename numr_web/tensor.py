@@ -2,7 +2,9 @@
 
 This class holds what is not an op: metadata, host transfer, device moves, autograd entry points.
 Arithmetic, math and shape methods (`t + u`, `t.sum()`, `t.reshape()`, ...) are ops: each op
-family module (numr_web/ops/*.py) attaches its methods next to the op's row, so an op has one home.
+family module (numr_web/ops/*.py) defines them in a class of its own next to the op's row
+(ElementwiseMethods, ...), and numr_web/ops/tensor_methods.py makes those classes Tensor's bases,
+so an op has one home and this module imports no op.
 """
 from __future__ import annotations
 
@@ -17,10 +19,15 @@ from .errors import DTypeError, GradientError, IndexOutOfRangeError, NumrError, 
 from .formatting import format_tensor
 from .gradmode import no_grad
 from .profiler import scope as profiler_scope
-from .ops.registry import OPS
+from .vocab.registry import OPS
 
 
-class Tensor:
+class OpMethods:
+    """The place of Tensor's op methods in its bases: numr_web/ops/tensor_methods.py puts the op
+    families' method classes (ops/elementwise.py: ElementwiseMethods, ...) in front of it."""
+
+
+class Tensor(OpMethods):
     # no __slots__: instance dicts with class-level defaults make creation cheap (per-op overhead)
     _requires_grad = False
     _grad = None

@@ -188,13 +188,13 @@ fn pow_c(x: C, y: C) -> C {
 fn unary_neg(x: C) -> C { return neg_c(x); }
 fn unary_abs(x: C) -> C { return abs(x); }
 fn unary_exp(x: C) -> C { return C(exp_s(f32(x))); }
-fn unary_log(x: C) -> C {
-    let f = f32(x);
-    if (f < 0.0) { return C(nan_f32()); }
-    if (f == 0.0) { return C(-inf_f32()); }
-    if (f < 1.1754943508222875e-38) { return C(log_s(f * 16777216.0) - 16.635532333438686); }
-    return C(log_s(f));
+fn log_f(f: f32) -> f32 {
+    if (f < 0.0) { return nan_f32(); }
+    if (f == 0.0) { return -inf_f32(); }
+    if (f < 1.1754943508222875e-38) { return log_s(f * 16777216.0) - 16.635532333438686; }
+    return log_s(f);
 }
+fn unary_log(x: C) -> C { return C(log_f(f32(x))); }
 fn unary_sqrt(x: C) -> C { let f = f32(x); return C(select(sqrt(f), nan_f32(), f < 0.0)); }
 fn unary_sin(x: C) -> C { return C(sincos_s(f32(x), false)); }
 fn unary_cos(x: C) -> C { return C(sincos_s(f32(x), true)); }
@@ -322,6 +322,26 @@ fn atan2_s(y: f32, x: f32) -> f32 {
 fn unary_asin(x: C) -> C { return C(asin_s(f32(x))); }
 fn unary_acos(x: C) -> C { return C(acos_s(f32(x))); }
 fn unary_atan(x: C) -> C { return C(atan_s(f32(x))); }
+// cbrt: exp2(log2 |x| / 3) and one Newton step; +-0, +-inf and NaN pass; subnormals scaled
+fn unary_cbrt(x: C) -> C {
+    let f = f32(x);
+    var a = abs(f);
+    if (a == 0.0 || a > 3.4028234663852886e38 || isnan_f(f)) { return x; }
+    var s = 1.0;
+    if (a < 1.1754943508222875e-38) { a = a * 16777216.0; s = 0.00390625; }   // 2^24 = (2^8)^3
+    var y = exp2(log2(a) / 3.0);
+    y = y + (div_f(a, y * y) - y) / 3.0;
+    return C(with_sign_of(y * s, f));
+}
+// logit(x) = log(x / (1 - x)) (torch.logit, eps=None): NaN outside [0, 1]
+fn unary_logit(x: C) -> C { let f = f32(x); return C(log_f(div_f(f, 1.0 - f))); }
+// sinc(x) = sin(pi x) / (pi x), 1 at 0 (torch.sinc)
+fn unary_sinc(x: C) -> C {
+    let f = f32(x);
+    if (f == 0.0) { return C(1.0); }
+    let p = 3.141592653589793 * f;
+    return C(div_f(sincos_s(p, false), p));
+}
 // the backend's own: copy, and an activation (chosen by the ACT override) or its derivatives
 fn unary_copy(x: C) -> C { return x; }
 // (the act_*_c functions take the activation code: the fused kernels pass a constant ACT_*)
@@ -498,6 +518,14 @@ fn binary_fmod(x: C, y: C) -> C {
     return C(fmod_f(f32(x), f32(y)));
 }
 fn binary_atan2(x: C, y: C) -> C { return C(atan2_s(f32(x), f32(y))); }
+// xlogy(a, b) = a log(b), 0 where a == 0 unless b is NaN (torch.xlogy)
+fn binary_xlogy(x: C, y: C) -> C {
+    let a = f32(x);
+    let b = f32(y);
+    if (isnan_f(b)) { return y; }
+    if (a == 0.0) { return C(0.0); }
+    return C(a * log_f(b));
+}
 fn binary_bitwise_and(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) & bitcast<i32>(y)); }
 fn binary_bitwise_or(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) | bitcast<i32>(y)); }
 fn binary_bitwise_xor(x: C, y: C) -> C { return bitcast<C>(bitcast<i32>(x) ^ bitcast<i32>(y)); }

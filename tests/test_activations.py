@@ -76,7 +76,7 @@ def test_gelu_tanh_cpu_tails_against_mpmath(dtype):
 def test_gelu_tanh_cpu_blocks_match_one_call():
     """The cpu's blocked float32 path (large arrays, spread over threads) gives exactly what one
     call on each value alone gives, NaN, +-inf, the float32 extremes and signed zeros included."""
-    from numr_web.ops import activations as A
+    from numr_web.vocab import activations as A
     special = np.array([np.nan, np.inf, -np.inf, -3e38, 3e38, -0.0, 0.0, 1e-45, -1e-45, -11.5,
                         -12.5, -21.9, -22.5, 21.9, 22.5, -0.75], np.float32)
     rng = np.random.default_rng(0)

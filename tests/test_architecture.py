@@ -1,13 +1,14 @@
-"""The structure rules of numr_web/, checked: no import cycles (function-local imports included),
-no module over 500 lines, and the op vocabulary and activation table complete on every backend."""
+"""The structure rules of numr_web/, checked: the layers in docs/architecture.md's order (no
+module imports one of a higher layer; function-local imports included), no import cycles, no
+module over 500 lines, and the op vocabulary and activation table complete on every backend."""
 import ast
 from pathlib import Path
 
 import pytest
 
 import numr_web as nr
-from numr_web.ops.activations import ACT, Code
-from numr_web.ops.registry import KERNEL_FAMILIES, OPS, family_names
+from numr_web.vocab.activations import ACT, Code
+from numr_web.vocab.registry import KERNEL_FAMILIES, OPS, family_names
 
 PKG = Path(nr.__file__).parent
 
@@ -39,10 +40,64 @@ def _imports(path, name, files):
     return out
 
 
-def test_no_import_cycles():
+def _graph():
     files = {_module_name(p): p for p in PKG.rglob("*.py")}
-    graph = {m: {i for i in _imports(p, m, files) if i in files and i != m}
-             for m, p in files.items()}
+    return {m: {i for i in _imports(p, m, files) if i in files and i != m}
+            for m, p in files.items()}
+
+
+# bottom up, as docs/architecture.md draws them; a module belongs to the layer of the longest
+# prefix listed (a module not listed: above ops)
+LAYERS = (
+    ("foundations", ("errors", "dtypes", "shapes", "gradmode", "formatting", "profiler", "devices",
+                     "host", "generator")),
+    ("vocab", ("vocab",)),
+    ("backends", ("backends",)),
+    ("tensor", ("autocast_state", "autograd", "tensor", "creation")),
+    ("ops", ("ops",)),
+)
+
+
+def _layer(module):
+    best, rank = -1, len(LAYERS)          # not listed: above ops (nn, amp, data, torch, apps)
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            full = "numr_web." + p
+            if (module == full or module.startswith(full + ".")) and len(full) > best:
+                best, rank = len(full), i
+    return rank
+
+
+def test_layers_import_only_downward():
+    names = [n for n, _ in LAYERS] + ["nn and apps"]
+    up = sorted(f"{m} ({names[_layer(m)]}) imports {i} ({names[_layer(i)]})"
+                for m, deps in _graph().items() for i in deps if _layer(i) > _layer(m))
+    assert not up, "imports from a lower layer to a higher one:\n" + "\n".join(up)
+
+
+def test_backends_read_only_the_spec_of_the_op_layer():
+    for m, deps in _graph().items():
+        if m.startswith("numr_web.backends"):
+            assert not {d for d in deps if d.startswith(("numr_web.ops", "numr_web.tensor",
+                                                          "numr_web.autograd"))}, m
+
+
+def test_tensor_gets_its_op_methods_from_the_families_classes():
+    """Each op family defines its Tensor methods in a class of its own (ops/*.py: XMethods), and
+    all of them are Tensor's bases (ops/tensor_methods.py); nothing sets attributes on Tensor."""
+    import importlib
+    import inspect
+    modules = [importlib.import_module(f"numr_web.ops.{p.stem}")
+               for p in (PKG / "ops").glob("*.py") if p.stem != "__init__"]
+    classes = {c for m in modules for c in vars(m).values() if inspect.isclass(c)
+               and c.__name__.endswith("Methods") and c.__module__ == m.__name__}
+    assert len(classes) > 10 and classes <= set(nr.Tensor.__mro__)
+    for p in PKG.rglob("*.py"):
+        assert "setattr(Tensor" not in p.read_text(), p
+
+
+def test_no_import_cycles():
+    graph = _graph()
     state, stack = {}, []
 
     def visit(m):

@@ -14,7 +14,8 @@ from helpers import fdtype
 TORCH_ACT = {"none": lambda z: z, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
              "silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
              "leaky_relu": lambda z: F.leaky_relu(z, 0.01), "elu": F.elu, "softplus": F.softplus,
-             "mish": F.mish, "hardswish": F.hardswish}
+             "mish": F.mish, "hardswish": F.hardswish, "selu": F.selu, "celu": F.celu,
+             "softsign": F.softsign, "tanhshrink": F.tanhshrink}
 
 
 @pytest.mark.parametrize("act", list(nr.ACT))

@@ -17,7 +17,7 @@ import pytest
 
 import numr_web as nr
 from numr_web.backends.cuda.backend import CudaBackend
-from numr_web.ops.activations import ACT
+from numr_web.vocab.activations import ACT
 
 OK, WHY = nr.backends.probe("cuda")
 needs_cuda = pytest.mark.skipif(not OK, reason=f"cuda: {WHY}")

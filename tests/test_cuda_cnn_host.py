@@ -15,7 +15,7 @@ import pytest
 import numr_web as nr
 from numr_web.backends.cuda import cnn as K
 from numr_web.backends.cuda import codegen as G
-from numr_web.ops.activations import ACT
+from numr_web.vocab.activations import ACT
 
 CNN_CU = G.KERNELS_CU.with_name("cnn.cu")
 SHIM = r"""

@@ -15,8 +15,8 @@ import pytest
 
 from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
-from numr_web.ops import activations as A
-from numr_web.ops.activations import ACT, Act, Code
+from numr_web.vocab import activations as A
+from numr_web.vocab.activations import ACT, Act, Code
 
 
 def test_codes_are_the_table_rows():
@@ -47,7 +47,7 @@ def test_kernel_bodies_hold_no_activation_code():
 
 
 def test_a_row_added_to_the_table_is_generated(monkeypatch):
-    cube = Act("cube_test", "z",
+    cube = Act("cube_test", "z", d3=lambda z: z * 0 + 6,
                np=A._np(lambda xp, z: z ** 3, lambda xp, z: 3 * z * z, lambda xp, z: 6 * z),
                wgsl=Code("z * z * z", "3.0 * z * z", "6.0 * z"),
                cuda=Code("z * z * z", "C(3) * z * z", "C(6) * z"))
@@ -141,8 +141,14 @@ MP_ACT = {    # PyTorch's definitions, written independently of the table
     "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
     "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
     "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
+    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
+    "celu": lambda z: z if z > 0 else mp.expm1(z),
+    "softsign": lambda z: z / (1 + abs(z)),
+    "tanhshrink": lambda z: z - mp.tanh(z),
 }
-KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,)}
+_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
+KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
+         "selu": (0,), "celu": (0,), "softsign": (0,)}
 Z = np.concatenate([np.linspace(-12, 12, 97), [-1e4, -100, -88.5, -30, 30, 88.5, 100, 1e4,
                                                 0.0, 1e-7, -1e-7]])
 

@@ -34,8 +34,12 @@ TORCH_ACT = {
     "softplus": torch.nn.functional.softplus,
     "mish": torch.nn.functional.mish,
     "hardswish": torch.nn.functional.hardswish,
+    "selu": torch.nn.functional.selu,
+    "celu": torch.nn.functional.celu,
+    "softsign": torch.nn.functional.softsign,
+    "tanhshrink": torch.nn.functional.tanhshrink,
 }
-KINKED = {"relu", "leaky_relu", "elu", "hardswish"}    # finite differences must avoid the kink
+KINKED = {"relu", "leaky_relu", "elu", "hardswish", "selu", "celu", "softsign"}   # FD avoid the kink
 
 
 def torch_act(name, order=0):
@@ -95,6 +99,19 @@ CASES = [
     ("acos", ["acos"], nr.acos, lambda a: np.pi / 2 - np.arctan(a / np.sqrt(1 - a * a)),
      [R(3, 4, lo=-0.9, hi=0.9)]),
     ("atan", ["atan"], nr.atan, lambda a: np.arcsin(a / np.sqrt(1 + a * a)), [R(3, 4, lo=-5, hi=5)]),
+    ("cbrt", ["cbrt"], nr.cbrt, lambda a: np.sign(a) * np.abs(a) ** (1 / 3),
+     [away_from_kinks(3, 4)]),
+    ("cbrt_method", ["cbrt"], lambda a: a.cbrt(), lambda a: np.sign(a) * np.abs(a) ** (1 / 3),
+     [R(3, 4, **POS)]),
+    ("logit", ["logit"], nr.logit, lambda p: np.log(p) - np.log1p(-p), [R(3, 4, lo=0.05, hi=0.95)]),
+    ("sinc", ["sinc"], nr.sinc, lambda a: np.sin(np.pi * a) / (np.pi * a), [R(3, 4, lo=0.1, hi=3)]),
+    ("sinc_negative", ["sinc"], lambda a: a.sinc(), lambda a: np.sin(np.pi * a) / (np.pi * a),
+     [R(3, 4, lo=-3, hi=-0.1)]),
+    ("xlogy", ["xlogy"], nr.xlogy, lambda a, b: a * np.log(b), [R(3, 4), R(3, 4, lo=0.1, hi=3)]),
+    ("xlogy_bcast", ["xlogy"], lambda a, b: a.xlogy(b), lambda a, b: a * np.log(b),
+     [R(2, 3, 4), R(4, lo=0.1, hi=3)]),
+    ("xlogy_scalar", ["xlogy"], lambda b: nr.xlogy(2.5, b), lambda b: 2.5 * np.log(b),
+     [R(3, 4, lo=0.1, hi=3)]),
     ("fmod", ["fmod"], nr.fmod, np.fmod, [R(3, 4, lo=-5, hi=5), R(3, 4, **POS)]),
     ("atan2", ["atan2"], nr.atan2, lambda a, b: 2 * np.arctan(a / (np.sqrt(a * a + b * b) + b)),
      [R(3, 4), R(3, 4, **POS)]),
@@ -195,7 +212,7 @@ NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argsort", "
 def test_every_op_row_is_tested():
     """Every differentiable row of the vocabulary is exercised by CASES; the others by the
     tests below (comparisons, argmax, one_hot, bitwise)."""
-    from numr_web.ops.registry import OPS
+    from numr_web.vocab.registry import OPS
     import test_nn_ops     # the model-building ops are tested there, against torch
     covered = {r for c in CASES for r in c[1]} | NON_DIFFERENTIABLE | {"slice", "unslice"} | \
         {"log1p", "expm1", "rsqrt", "clone", "gather", "scatter_add", "layer_norm", "attention",
@@ -303,7 +320,10 @@ LIMITS = {"none": ((1e4, 1), (-1e4, 1)), "relu": ((1e4, 1), (0, 0)), "sigmoid": 
           "tanh": ((1, 0), (-1, 0)), "silu": ((1e4, 1), (0, 0)), "gelu": ((1e4, 1), (0, 0)),
           "gelu_tanh": ((1e4, 1), (0, 0)), "leaky_relu": ((1e4, 1), (-100, 0.01)),
           "elu": ((1e4, 1), (-1, 0)), "softplus": ((1e4, 1), (0, 0)), "mish": ((1e4, 1), (0, 0)),
-          "hardswish": ((1e4, 1), (0, 0))}
+          "hardswish": ((1e4, 1), (0, 0)), "selu": ((1.0507009873554805e4, 1.0507009873554805),
+                                                     (-1.7580993408473766, 0)),
+          "celu": ((1e4, 1), (-1, 0)), "softsign": ((1e4 / 10001, 1 / 10001 ** 2), (-1e4 / 10001, 1 / 10001 ** 2)),
+          "tanhshrink": ((1e4 - 1, 1), (1 - 1e4, 1))}
 
 
 @pytest.mark.parametrize("name", list(nr.ACT))
@@ -357,3 +377,34 @@ def test_every_activation_is_a_function(device, name):
         tol = dict(rtol=1e-12, atol=1e-13) if dtype is nr.float64 else \
             dict(rtol=2e-6, atol=2e-7 if order < 2 else 6e-7)
         np.testing.assert_allclose(got.numpy(), torch_act(name, order)(xr), **tol, err_msg=str(order))
+
+
+# the public rows' parity cases (what a parity page runs): on every device, inputs drawn from the
+# row's domain, against the float64 cpu result of the same public function
+from numr_web.ops.generated import parity_cases  # noqa: E402
+
+
+@pytest.mark.parametrize("case", parity_cases(), ids=[c[0] for c in parity_cases()])
+def test_public_rows_parity_cases(device, case):
+    name, domains, fn = case
+    xs = [R(4, 5, lo=lo, hi=hi) for lo, hi in domains]
+    assert all(((lo <= x) & (x <= hi)).all() for x, (lo, hi) in zip(xs, domains))
+    want = fn(nr, *[nr.tensor(x, dtype="float64") for x in xs]).numpy()
+    got = fn(nr, *[nr.tensor(x, dtype=fdtype(device), device=device) for x in xs]).numpy()
+    assert np.isfinite(want).all(), name
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_xlogy_special_values_follow_torch(device):
+    a = [0.0, 0.0, 0.0, 1.5, -2.0, 3.0, 0.0]
+    b = [0.0, float("nan"), 2.0, 0.0, 0.5, float("inf"), float("inf")]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    x, y = nr.tensor(a, device=device), nr.tensor(b, device=device)
+    for got, want in ((nr.xlogy(x, y), torch.special.xlogy(ta, tb)),
+                      (nr.xlogy(0.0, y), torch.special.xlogy(0.0, tb)),
+                      (nr.xlogy(2.5, y), torch.special.xlogy(2.5, tb)),
+                      (nr.xlogy(x, float("nan")), torch.special.xlogy(ta, float("nan"))),
+                      (nr.xlogy(x, 0.0), torch.special.xlogy(ta, 0.0))):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, equal_nan=True)
+    assert nr.xlogy(nr.tensor([1, 2], device=device), nr.tensor([3, 4], device=device)).dtype \
+        == nr.float32                                    # integers computed as float32, as torch

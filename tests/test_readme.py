@@ -90,6 +90,16 @@ def test_readme_lists_every_activation():
     assert line == list(nr.ACT)
 
 
+def test_readme_lists_every_elementwise_row():
+    """The README's list of elementwise math holds every row of the elementwise table that is a
+    function of its own (numr_web/vocab/elementwise.py: the generated ones and the float math)."""
+    from numr_web.vocab.elementwise import rows
+    text = re.search(r"Elementwise math besides the activations [^`]*`([^`]+)`", README.read_text())
+    listed = set(re.findall(r"[a-z_0-9]+", text.group(1)))
+    want = {r.name for r in rows() if r.public or r.dtype in ("float", "round")}
+    assert want <= listed, f"README's elementwise list lacks {sorted(want - listed)}"
+
+
 def test_readme_autocast_example_runs(capsys):
     text = README.read_text()
     block = re.search(r"## Mixed precision: `nr.autocast` and `GradScaler`\n\n```python\n(.*?)```",

@@ -359,8 +359,14 @@ MP_ACT = {
     "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
     "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
     "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
+    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
+    "celu": lambda z: z if z > 0 else mp.expm1(z),
+    "softsign": lambda z: z / (1 + abs(z)),
+    "tanhshrink": lambda z: z - mp.tanh(z),
 }
-KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,)}
+_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
+KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
+         "selu": (0,), "celu": (0,), "softsign": (0,)}
 # Results below FLOOR are not compared: kernels build the tails from exp(-|z|), which flushes
 # to zero below float32's normal range (1.2e-38), times polynomial factors of z.
 FLOOR = 1e-30
@@ -805,6 +811,11 @@ NP_ACT = {
     "softplus": lambda z: np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20.0)))),
     "mish": lambda z: z * np.tanh(np.logaddexp(0.0, z)),
     "hardswish": lambda z: z * np.clip(z + 3, 0, 6) / 6,
+    "selu": lambda z: 1.0507009873554805 * np.where(z > 0, z, 1.6732632423543772 * np.expm1(
+        np.minimum(z, 0.0))),
+    "celu": lambda z: np.where(z > 0, z, np.expm1(np.minimum(z, 0.0))),
+    "softsign": lambda z: z / (1 + np.abs(z)),
+    "tanhshrink": lambda z: z - np.tanh(z),
 }
 
 

@@ -10,7 +10,7 @@ import numr_web as nr
 from numr_web import dtypes
 from numr_web.backends.webgpu import codegen, contract, kernels
 from numr_web.errors import KernelError
-from numr_web.ops.registry import KERNEL_FAMILIES, family_names
+from numr_web.vocab.registry import KERNEL_FAMILIES, family_names
 
 import numr_web.backends.webgpu.backend as wb
 SHADERS = Path(kernels.shader_dir())

@@ -379,7 +379,7 @@ def _vocabulary_chain(family, name, dtype):
 
 
 def _vocabulary():
-    from numr_web.ops.registry import family_names
+    from numr_web.vocab.registry import family_names
     ints = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
     return [(f, n, "int32" if n in ints else "float32")
             for f in ("unary", "binary") for n in family_names(f)]

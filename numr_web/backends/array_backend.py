@@ -2,7 +2,7 @@
 `self.xp`. The cuda backend (backends/cuda/backend.py) subclasses it and swaps in raw CUDA kernels
 where they pay.
 
-Elementwise ops map to the numpy function their vocabulary row names (numr_web.ops.registry);
+Elementwise ops map to the numpy function their row names (numr_web/vocab/elementwise.py);
 activations run the ACT table's numpy formulas. float16 is computed in float32 and rounded once
 (as torch does on the CPU).
 """
@@ -14,8 +14,8 @@ import math
 
 from .. import dtypes
 from ..errors import BackendLimitError
-from ..ops.activations import ACT
-from ..ops.registry import family_names, numpy_function
+from ..vocab.activations import ACT
+from ..vocab.registry import family_names, numpy_function
 from .array_nn import ArrayNN
 from .base import Backend
 
@@ -96,7 +96,7 @@ class ArrayBackend(ArrayNN, Backend):
         return f
 
     def covers(self, family, name):
-        """Whether this backend runs the elementwise vocabulary row (tests/test_vocabulary.py)."""
+        """Whether this backend runs the elementwise vocabulary row (tests/test_architecture.py checks every row)."""
         try:
             return callable(numpy_function(name, self.xp))
         except AttributeError:

@@ -6,7 +6,7 @@ pairwise along the spatial dims and then over the batch in float64. The cuda bac
 them with kernels (backends/cuda/cnn.py) where its kernels apply. A mixin of ArrayNN."""
 from __future__ import annotations
 
-from ..ops.activations import ACT
+from ..vocab.activations import ACT
 from .conv import ComposedConv
 
 

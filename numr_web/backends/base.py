@@ -6,8 +6,8 @@ devices before a primitive is called, so backends only check hardware limits.
 
 Every handle exposes `.shape` (a tuple of ints). Dtypes are numr_web.dtypes.DType objects.
 Primitives return new handles (views where noted); inputs are never modified.
-Elementwise op names come from the op vocabulary (numr_web.ops.registry.family_names: "unary",
-"binary", "compare"); activation names from numr_web.ops.activations.ACT.
+Elementwise op names come from the op vocabulary (numr_web.vocab.registry.family_names: "unary",
+"binary", "compare"); activation names from numr_web.vocab.activations.ACT.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ keeps only what the activation's backward reads): a memory-bound pass instead of
 C*kh*kw/C times the input per layer until the backward."""
 from __future__ import annotations
 
-from ..ops.activations import ACT
+from ..vocab.activations import ACT
 
 
 class ComposedConv:

@@ -20,8 +20,8 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
-from ..ops.activations import ACT
-from ..ops.registry import family_names
+from ..vocab.activations import ACT
+from ..vocab.registry import family_names
 from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, row_blocks, split_axis)
 from .cpu_threads import (SETTINGS, blocks, num_threads, parallel_blas_for, parallel_for,

@@ -1,9 +1,9 @@
-"""The op vocabulary, one module per family; each op's row (forward + VJP) stands next to its
-public function and the Tensor methods it provides:
+"""The op vocabulary, one module per family: each op's public function (argument checks, dtype
+rules), the Tensor methods it provides and, for the families other than the elementwise one, its
+row (forward + VJP). The declarative rows (elementwise ops, the ACT table) and OPS live one layer
+down, in numr_web/vocab/, which backends read:
 
-    registry.py       Op rows, OPS, and the kernel families backends derive their dispatch from
-    activations.py    the ACT table: every activation in numpy, WGSL and CUDA
-    elementwise.py    unary / binary / compare ops, where, astype, activations, act_backward
+    elementwise.py    the elementwise rows registered as ops; where, astype, activations, act_backward
     reductions.py     sum mean max min, argmax argmin, softmax log_softmax
     linalg.py         matmul, matmul_bias_activation (the fused layer)
     shape_ops.py      reshape permute expand indexing concat stack
@@ -21,6 +21,6 @@ public function and the Tensor methods it provides:
     torch_functions.py  broadcasting helpers, take_along_dim, scatter_add, tensordot, kron, cross,
                       logaddexp, hypot, fmax, randperm, and method forms (x.add(y, alpha=), ...)
 
-This package file imports nothing, so backends can read registry.py and activations.py (leaves)
-without importing the tensor layer; numr_web/__init__.py imports the families.
+This package file imports nothing; numr_web/__init__.py imports the families. (registry.py and
+activations.py here re-export numr_web/vocab's names for code that imports them from ops.)
 """

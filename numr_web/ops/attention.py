@@ -9,7 +9,7 @@ import math
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import arange
 from ..errors import DTypeError, ShapeError
@@ -17,7 +17,7 @@ from ..gradmode import is_create_graph
 from ..tensor import Tensor
 from .common import check_same_device, sum_to_shape
 from .elementwise import where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _attn_forward(be, q, k, v, *mask, causal, scale):

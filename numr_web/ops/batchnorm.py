@@ -13,10 +13,10 @@ from ..autograd import apply
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_create_graph, no_grad
 from ..tensor import Tensor
-from .activations import ACT, get_act
+from ..vocab.activations import ACT, get_act
 from .common import check_same_device
 from .elementwise import act_backward, activation
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _bn_forward(be, x, *rest, has_w, has_b, has_rm, has_rv, dev_momentum, momentum, eps,

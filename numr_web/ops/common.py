@@ -1,9 +1,12 @@
 """Helpers every op family uses: argument checks and the broadcast-gradient reduction.
 
 VJPs are written with tensor methods and operators (g.sum(), g.reshape(), a * b), so a family
-module never imports another: the methods resolve at run time, once every family has attached its.
+module never imports another: the methods resolve at run time, once ops/tensor_methods.py has made
+the families' method classes Tensor's bases.
 """
 from __future__ import annotations
+
+import sys
 
 from .. import dtypes as dt
 from .. import shapes as sh
@@ -86,7 +89,9 @@ def sum_to_shape(g, shape):
     return g.reshape(shape) if g.shape != shape else g
 
 
-def attach_methods(**methods):
-    """Make op functions Tensor methods (t.sum(), t + u): each family attaches its own."""
-    for name, fn in methods.items():
-        setattr(Tensor, name, fn)
+def method_class(name, **methods):
+    """A family's Tensor methods (t.sum(), t + u) as a class of its own: ops/tensor_methods.py
+    makes the families' classes Tensor's bases, so each method is defined once, where its op is,
+    and the tensor layer imports no op."""
+    return type(name, (), {"__module__": sys._getframe(1).f_globals["__name__"],
+                           "__doc__": f"Tensor methods of {name[:-7]}.", **methods})

@@ -11,9 +11,9 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..creation import arange, full, zeros
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
+from ..autocast_state import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import maximum, minimum, where
 from .linalg import matmul
 from .reductions import axis_args, reduce_op
@@ -370,7 +370,8 @@ diagonal = _diagonal
 swapaxes = swapdims = transpose                       # torch's aliases
 moveaxis = movedim
 
-attach_methods(
+CompositesMethods = method_class(
+    "CompositesMethods",
     movedim=movedim, moveaxis=movedim, swapaxes=transpose, swapdims=transpose, unbind=unbind,
     roll=roll, tile=tile, repeat=_repeat, repeat_interleave=repeat_interleave,
     view_as=_like("view_as", reshape), reshape_as=_like("reshape_as", reshape),

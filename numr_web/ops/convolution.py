@@ -8,7 +8,7 @@ average pooling reduces im2col's windows."""
 from __future__ import annotations
 
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..creation import full, tensor
 from ..dtypes import int32
@@ -21,8 +21,8 @@ from .indexing import gather
 from .padding import pad_dim
 from .linalg import matmul
 from .shape_ops import concat
-from .activations import get_act
-from .registry import OPS, register
+from ..vocab.activations import get_act
+from ..vocab.registry import OPS, register
 
 register("im2col", lambda be, x, kernel, stride, padding, dilation, pad_value:
          (be.im2col(x, kernel, stride, padding, dilation, pad_value), None),

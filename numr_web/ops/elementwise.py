@@ -1,5 +1,6 @@
-"""Elementwise ops. A row: name, kernel family and numpy function (backends derive their dispatch
-from these), forward, VJP; then the public functions with their dtype rules, and the Tensor methods.
+"""Elementwise ops: the rows of numr_web/vocab/elementwise.py registered as ops (a forward on the
+row's kernel family, the row's VJP), the public functions with their dtype rules, where, astype,
+the activations of the ACT table and their fused backward, and the Tensor's operators.
 
 Kernel families: "unary" (x -> out), "binary" (a, b -> out of the operands' dtype; one operand may
 be a Python scalar, kept as an attribute, never uploaded), "compare" (a, b -> bool). Each row's
@@ -9,49 +10,26 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..amp.autocast_mode import POLICY as AMP_POLICY, active as amp_active, cast as amp_cast
+from ..autocast_state import POLICY as AMP_POLICY, active as amp_active, cast as amp_cast
 from ..autograd import apply
 from ..errors import DTypeError, GradientError
 from ..gradmode import is_grad_enabled
 from ..profiler import call as profiled
+from ..vocab.activations import ACT, get_act
+from ..vocab.elementwise import rows
+from ..vocab.registry import OPS, register
 from ..tensor import Tensor
-from ._erf import erf as erf_xp
-from .activations import ACT, get_act
-from .act_higher import d3_vjp, dds_vjp
-from .common import (as_tensor, attach_methods, check_output_size, check_same_device, need_tensor,
+from .common import (as_tensor, method_class, check_output_size, check_same_device, need_tensor,
                      sum_to_shape)
-from ._divmod import np_floor_divide as _np_floor_divide, np_remainder as _np_remainder
-from .registry import OPS, register
 
 
-_TWO_OVER_SQRT_PI = 1.1283791670955126
+# -- the rows as ops ----------------------------------------------------------------------------------
+def _unary_vjp(row):
+    if row.save_out:
+        return lambda n, g: (row.vjp(g, n.args[0], n.output()),)
+    return lambda n, g: (row.vjp(g, n.args[0], None),)
 
 
-# -- unary -------------------------------------------------------------------------------------------
-def _unary(name, numpy, vjp, save_out=False, reads=True):
-    register(name, lambda be, x: (be.unary(name, x), None),
-             None if vjp is None else lambda n, g: (vjp(n, g, n.args[0]),), save_out=save_out,
-             vjp_reads_saved=reads, family="unary", numpy=numpy)
-
-
-_unary("neg", "negative", lambda n, g, x: -g, reads=False)
-_unary("abs", "abs", lambda n, g, x: g * sign(x))
-_unary("exp", "exp", lambda n, g, x: g * n.output(), save_out=True)      # exp' = exp: reuse y
-_unary("log", "log", lambda n, g, x: g / x)
-_unary("sqrt", "sqrt", lambda n, g, x: g / (n.output() * 2), save_out=True)
-_unary("sin", "sin", lambda n, g, x: g * cos(x))
-_unary("cos", "cos", lambda n, g, x: -(g * sin(x)))
-_unary("sign", lambda xp, x: ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)),   # torch: -0, NaN
-       lambda n, g, x: g * 0, reads=False)                                               # -> +0
-_unary("erf", erf_xp, lambda n, g, x: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI)
-_unary("log1p", "log1p", lambda n, g, x: g / (x + 1))
-_unary("expm1", "expm1", lambda n, g, x: g * (n.output() + 1), save_out=True)
-_unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda n, g, x: g * n.output() ** 3 * -0.5,
-       save_out=True)
-_unary("bitwise_not", "invert", None)          # integer / bool only: no gradient
-
-
-# -- binary, with a Python scalar on either side kept as an attribute --------------------------------
 def _binary_forward(name):
     def fwd(be, *xs, scalar=None, reverse=False):
         if len(xs) == 2:
@@ -68,70 +46,30 @@ def _operands(n):
     return (s, n.args[0]) if n.attrs["reverse"] else (n.args[0], s)
 
 
-def _binary_vjp(rule):
+def _binary_vjp(row):
     def vjp(n, g):
         a, b = _operands(n)
-        ga, gb = rule(g, a, b, n)
+        ga, gb = row.vjp(g, a, b, n.output() if row.save_out else None)
         return tuple(None if gx is None else sum_to_shape(gx, x.shape)
                      for x, gx in ((a, ga), (b, gb)) if isinstance(x, Tensor))
     return vjp
 
 
-def _maxmin_grads(g, a, b, is_max):
-    wins = ((a > b) if is_max else (a < b)).astype(g.dtype)
-    w = wins + (a == b).astype(g.dtype) * 0.5      # ties share the gradient, as in torch
-    return g * w, g * (1 - w)
+for _row in rows():
+    if _row.family == "unary":
+        register(_row.name, lambda be, x, _n=_row.name: (be.unary(_n, x), None),
+                 None if _row.vjp is None else _unary_vjp(_row), save_out=_row.save_out,
+                 vjp_reads_saved=_row.reads, family="unary", numpy=_row.numpy)
+    else:
+        register(_row.name, _binary_forward(_row.name),
+                 None if _row.vjp is None else _binary_vjp(_row), save_out=_row.save_out,
+                 vjp_reads_saved=_row.reads, family=_row.family, numpy=_row.numpy)
 
-
-def _pow_grads(g, a, b, n):
-    """d(a**b)/da = b a**(b-1), 0 where b == 0; d/db = a**b log(a), 0 where a == 0 (torch's)."""
-    ga = gb = None
-    if isinstance(a, Tensor):
-        if isinstance(b, Tensor):
-            ga = where(b == 0, 0.0, g * b * a ** (b - 1))
-        else:
-            ga = g * 0 if b == 0 else g * b * a ** (b - 1)
-    if isinstance(b, Tensor):
-        if isinstance(a, Tensor):
-            gb = where(a == 0, 0.0, g * n.output() * log(a))
-        else:
-            import math
-            gb = g * n.output() * (math.log(a) if a > 0 else 0.0)
-    return ga, gb
-
-
-def _binary(name, numpy, rule, save_out=False, reads=True):
-    register(name, _binary_forward(name), None if rule is None else _binary_vjp(rule),
-             save_out=save_out, vjp_reads_saved=reads, family="binary", numpy=numpy)
-
-
-_binary("add", "add", lambda g, a, b, n: (g, g), reads=False)
-_binary("sub", "subtract", lambda g, a, b, n: (g, -g), reads=False)
-_binary("mul", "multiply", lambda g, a, b, n: (g * b, g * a))
-_binary("div", "true_divide", lambda g, a, b, n: (g / b, -(g * a) / (b * b)))
-_binary("pow", "power", _pow_grads, save_out=True)
-_binary("maximum", "maximum", lambda g, a, b, n: _maxmin_grads(g, a, b, True))
-_binary("minimum", "minimum", lambda g, a, b, n: _maxmin_grads(g, a, b, False))
-_binary("floor_divide", _np_floor_divide, lambda g, a, b, n: (g * 0, g * 0), reads=False)
-_binary("remainder", _np_remainder, lambda g, a, b, n: (g, -(g * floor_divide(a, b))))
-_binary("bitwise_and", "bitwise_and", None)
-_binary("bitwise_or", "bitwise_or", None)
-_binary("bitwise_xor", "bitwise_xor", None)
-
-for _name, _np in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
-                   ("gt", "greater"), ("ge", "greater_equal")):
-    register(_name, _binary_forward(_name), None, family="compare", numpy=_np)
-
-_COMPARE = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+_COMPARE = frozenset(r.name for r in rows("compare"))
 
 register("where", lambda be, c, a, b: (be.where(c, a, b), None),
          lambda n, g: (None, sum_to_shape(where(n.args[0], g, 0.0), n.args[1].shape),
                        sum_to_shape(where(n.args[0], 0.0, g), n.args[2].shape)))
-register("astype", lambda be, x, dtype: (be.astype(x, dtype), None),
-         lambda n, g: (g.astype(n.args[0].dtype),), vjp_reads_saved=False)
-register("to_device", None,                     # Tensor.to() moves the data and records it
-         lambda n, g: (g.to(n.args[0].device),), vjp_reads_saved=False,
-         backward_name="ToDeviceBackward")
 
 
 # -- activations: act^(fn)(x) from the ACT table, and the fused backward dy * act'(.) -----------------
@@ -144,10 +82,10 @@ def _activation_vjp(n, g):
                              else None),)
     if fn == "dz":
         return (g * activation(x, name, "d2"),)
-    if fn == "d2":                              # third derivatives: composed (ops/act_higher.py)
-        return (d3_vjp(x, g, name),)
+    if fn == "d2":                              # third derivatives: the row's d3 (composed)
+        return (ACT[name].d3_vjp(x, g),)
     if fn == "ds":
-        return (dds_vjp(x, g, name),)
+        return (ACT[name].dds_vjp(x, g),)
     raise GradientError(f"activation {name!r}: no derivative of fn={fn!r}")
 
 
@@ -226,7 +164,7 @@ def _table_function(name):
     def fn(x):
         return activation(x, name)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{name}(x): the {name!r} row of the ACT table (numr_web/ops/activations.py)."
+    fn.__doc__ = f"{name}(x): the {name!r} row of the ACT table (numr_web/vocab/activations.py)."
     return fn
 
 
@@ -237,8 +175,8 @@ TABLE_FUNCTIONS = {n: _table_function(n) for n in ACT
 
 
 # -- public functions: dtype rules, broadcasting, scalars ----------------------------------------------
-_FLOAT_ONLY = frozenset(("exp", "log", "sqrt", "sin", "cos", "erf", "log1p", "expm1", "rsqrt"))
-_INT_ONLY = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))
+_FLOAT_ONLY = frozenset(r.name for r in rows(dtype="float"))
+_INT_ONLY = frozenset(r.name for r in rows(dtype="int"))
 
 
 def unary(name, x):
@@ -282,6 +220,8 @@ def _result_dtype(name, a, b):
         if d.is_floating:
             raise DTypeError(f"{name} needs integer or bool operands, got {d.name}")
         return d
+    if name in _FLOAT_ONLY and not d.is_floating:     # integers and bool computed as float32
+        return dt.default_float
     if d is dt.bool_:
         if name in ("floor_divide", "remainder"):
             raise DTypeError(f"{name} of bool operands is not defined (as in torch); convert one "
@@ -478,7 +418,8 @@ def _b(name, reverse=False):
     return lambda self, o: binary(name, self, o)
 
 
-attach_methods(
+ElementwiseMethods = method_class(
+    "ElementwiseMethods",
     __add__=_b("add"), __radd__=_b("add", True), __sub__=_b("sub"), __rsub__=_b("sub", True),
     __mul__=_b("mul"), __rmul__=_b("mul", True), __truediv__=_b("div"),
     __rtruediv__=_b("div", True), __pow__=_b("pow"), __rpow__=_b("pow", True),

@@ -12,10 +12,10 @@ from ..autograd import apply
 from ..creation import arange, tensor
 from ..errors import BackendLimitError, DTypeError, IndexOutOfRangeError, ShapeError
 from ..tensor import Tensor
-from .common import attach_methods, check_same_device
+from .common import method_class, check_same_device
 from .elementwise import where
 from .shape_ops import getitem as basic_getitem
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 register("gather", lambda be, x, index, axis: (be.gather(x, axis, index), None),
          lambda n, g: (apply(OPS["scatter_add"], n.args[1], g, shape=n.args[0].shape,
@@ -292,6 +292,7 @@ def _flat(v):
     return out
 
 
-attach_methods(__getitem__=getitem, gather=gather,
-               index_select=index_select, flip=flip, tril=tril, triu=triu,
-               masked_fill=masked_fill)
+IndexingMethods = method_class(
+    "IndexingMethods", __getitem__=getitem, gather=gather,
+    index_select=index_select, flip=flip, tril=tril, triu=triu,
+    masked_fill=masked_fill)

@@ -18,10 +18,11 @@ from ..creation import arange, full, rand, randn
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
 from ..tensor import Tensor
-from .common import attach_methods, as_tensor, check_same_device
+from .common import method_class, as_tensor, check_same_device
 from .elementwise import where
+from .generated import BINARY as _ROW_BINARY, UNARY as _ROW_UNARY
 from .indexing import _is_advanced, _take, getitem as index_getitem
-from .registry import OPS
+from ..vocab.registry import OPS
 from .shape_ops import concat, expand, getitem as basic_getitem
 from .sorting import argsort
 from .torch_functions import div_trunc as _div_trunc
@@ -212,12 +213,13 @@ def _advanced_setitem(x, index, value):
 
 
 _UNARY = ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor",
-          "ceil", "round", "trunc", "reciprocal", "sign", "exp2", "log2", "log1p", "expm1",
-          "rsqrt", "square", "erf", "tan", "sinh", "cosh", "asin", "acos", "atan", "frac")
+          "ceil", "round", "trunc", "sign", "log1p", "expm1", "rsqrt", "square", "erf", "frac")
 _BINARY = ("fmod", "clamp", "clamp_min", "clamp_max", "lerp",
            "masked_fill", "maximum", "minimum", "atan2", "nan_to_num", "tril", "triu")
+_UNARY, _BINARY = _UNARY + _ROW_UNARY, _BINARY + _ROW_BINARY     # the vocab's public rows
 
-attach_methods(
+InplaceMethods = method_class(
+    "InplaceMethods",
     add_=_method("add", _add), sub_=_method("sub", _sub), div_=_method("div", _div),
     mul_=_method("mul", lambda x, o: x * o), pow_=_method("pow", lambda x, o: x ** o),
     remainder_=_method("remainder", lambda x, o: x % o),

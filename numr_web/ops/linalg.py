@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .. import shapes as sh
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..autograd import apply, attach
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_grad_enabled
 from ..profiler import call as profiled
 from ..tensor import Tensor
-from .activations import ACT, get_act
-from .common import attach_methods, check_output_size, check_same_device, sum_to_shape
+from ..vocab.activations import ACT, get_act
+from .common import method_class, check_output_size, check_same_device, sum_to_shape
 from .elementwise import act_backward
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _matmul_vjp(n, g):
@@ -150,5 +150,6 @@ def matmul_bias_activation(a, b, bias=None, activation="none"):
                  activation=act.name)
 
 
-attach_methods(__matmul__=lambda self, o: matmul(self, o),
-               __rmatmul__=lambda self, o: matmul(o, self), matmul=matmul)
+LinalgMethods = method_class(
+    "LinalgMethods", __matmul__=lambda self, o: matmul(self, o),
+    __rmatmul__=lambda self, o: matmul(o, self), matmul=matmul)

@@ -16,13 +16,13 @@ from .. import shapes as sh
 from ..autograd import attach
 from ..errors import DTypeError, GradientError, ShapeError
 from ..gradmode import is_grad_enabled, no_grad
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, lowers as amp_lowers
+from ..autocast_state import active as amp_active, cast as amp_cast, lowers as amp_lowers
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import abs as _abs
 from .elementwise import exp, log, log1p, maximum, sigmoid, where
 from .nn_functional import check_reduction, legacy_reduction
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _bce_vjp(n, g):

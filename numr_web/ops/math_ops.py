@@ -1,10 +1,7 @@
-"""The rest of torch's elementwise math: rounding, reciprocal, exp2/log2/log10, tan, the hyperbolic
-and inverse trigonometric functions, fmod and atan2 (rows + kernels, as in elementwise.py), and the
-predicates and comparisons torch has as functions (composites of existing rows: no kernel).
-
-Each row's kernel is `unary_<name>` / `binary_<name>` in shaders/elementwise.wgsl; numpy and CuPy
-use the function the row names. Derivatives reuse the forward output where it is the derivative's
-ingredient (tan' = 1 + y^2, exp2' = y ln 2, reciprocal' = -y^2).
+"""The rest of torch's elementwise math: the public functions of rounding, reciprocal,
+exp2/log2/log10, tan, the hyperbolic and inverse trigonometric functions, fmod and atan2 (their
+rows, kernels and VJPs: numr_web/vocab/elementwise.py), and the predicates and comparisons torch has
+as functions (composites of existing rows: no kernel).
 """
 from __future__ import annotations
 
@@ -13,41 +10,14 @@ import math
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
-from .elementwise import _binary, _unary, binary, rsqrt, unary, where
+from .common import method_class, need_tensor
+from .elementwise import binary, unary, where
+from .generated import FUNCTIONS
 
-_LN2, _LN10 = math.log(2.0), math.log(10.0)
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
-def _np_round(xp, x):
-    return xp.rint(x)                       # half to even, as torch.round
-
-
-# -- rows: rounding (zero gradient almost everywhere, as torch) ---------------------------------------
-_unary("floor", "floor", lambda n, g, x: g * 0, reads=False)
-_unary("ceil", "ceil", lambda n, g, x: g * 0, reads=False)
-_unary("round", _np_round, lambda n, g, x: g * 0, reads=False)
-_unary("trunc", "trunc", lambda n, g, x: g * 0, reads=False)
-
-# -- rows: float math ---------------------------------------------------------------------------------
-_unary("reciprocal", "reciprocal", lambda n, g, x: -(g * n.output() * n.output()), save_out=True)
-_unary("exp2", "exp2", lambda n, g, x: g * n.output() * _LN2, save_out=True)
-_unary("log2", "log2", lambda n, g, x: g / (x * _LN2))
-_unary("log10", "log10", lambda n, g, x: g / (x * _LN10))
-_unary("tan", "tan", lambda n, g, x: g * (n.output() * n.output() + 1), save_out=True)
-_unary("sinh", "sinh", lambda n, g, x: g * cosh(x))
-_unary("cosh", "cosh", lambda n, g, x: g * sinh(x))
-_unary("asin", "arcsin", lambda n, g, x: g * rsqrt(1 - x * x))
-_unary("acos", "arccos", lambda n, g, x: -(g * rsqrt(1 - x * x)))
-_unary("atan", "arctan", lambda n, g, x: g / (x * x + 1))
-
-_binary("fmod", "fmod", lambda g, a, b, n: (g, -(g * trunc(a / b))))
-_binary("atan2", "arctan2",
-        lambda g, a, b, n: (g * b / (a * a + b * b), -(g * a) / (a * a + b * b)))
-
-_ROUNDING = ("floor", "ceil", "round", "trunc")
-_FLOAT_MATH = ("reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan")
+_ROUNDING = ("floor", "ceil", "round", "trunc")      # the "round" rows of vocab/elementwise.py
 
 
 def _rounding(name):
@@ -61,15 +31,6 @@ def _rounding(name):
         return unary(name, x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}: elementwise, float tensors (integer tensors are returned as a copy)."
-    return fn
-
-
-def _float_math(name):
-    def fn(x):
-        need_tensor(x, name)
-        return unary(name, x if x.dtype.is_floating else x.astype(dt.default_float))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"torch.{name}: elementwise; integer and bool tensors are computed as float32."
     return fn
 
 
@@ -87,8 +48,9 @@ def round(x, decimals=0):  # noqa: A001
         return _round(x / scale) * scale
     scale = 10.0 ** decimals
     return _round(x * scale) / scale
-reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (_float_math(n)
-                                                                   for n in _FLOAT_MATH)
+# the float math rows are public (numr_web/vocab/elementwise.py): generated, named here too
+reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (FUNCTIONS[n] for n in (
+    "reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan"))
 arcsin, arccos, arctan, fix = asin, acos, atan, trunc
 
 
@@ -248,10 +210,9 @@ def lerp(start, end, weight):
     return need_tensor(start, "lerp") + weight * (end - start)
 
 
-attach_methods(
-    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, reciprocal=reciprocal,
-    exp2=exp2, log2=log2, log10=log10, tan=tan, sinh=sinh, cosh=cosh, asin=asin, acos=acos,
-    atan=atan, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
+MathOpsMethods = method_class(
+    "MathOpsMethods",
+    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
     isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,
     nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
     logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,

@@ -12,11 +12,11 @@ import warnings
 from .. import dtypes as dt
 from ..autograd import apply
 from ..errors import BackendLimitError, DTypeError, ShapeError
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
 from .elementwise import where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 register("one_hot", lambda be, x, n, dtype: (be.one_hot(x, n, dtype), None), None)
 

@@ -12,10 +12,10 @@ from ..creation import rand
 from ..generator import resolve_seed
 from ..errors import DTypeError, ShapeError
 from ..gradmode import is_create_graph
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import check_same_device
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _norm_forward(be, x, *wb, k, eps, rms, has_weight, has_bias):

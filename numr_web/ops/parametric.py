@@ -14,7 +14,7 @@ from ..errors import DTypeError, ShapeError
 from ..gradmode import no_grad
 from ..tensor import Tensor
 from .elementwise import activation, exp, expm1, where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _elu_vjp(n, g):

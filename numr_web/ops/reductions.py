@@ -11,11 +11,11 @@ from .. import dtypes as dt
 from .. import shapes as sh
 from ..autograd import apply
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast
+from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 
 
 def _reduce_vjp(n, g):
@@ -280,6 +280,7 @@ def log_softmax(x, dim=None, *, axis=None, dtype=None):
                     True)
 
 
-attach_methods(sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,
-               softmax=softmax, log_softmax=log_softmax, prod=prod, logsumexp=logsumexp,
-               var=var, std=std, all=all_, any=any_)
+ReductionsMethods = method_class(
+    "ReductionsMethods", sum=sum, mean=mean, max=max, min=min, argmax=argmax, argmin=argmin,
+    softmax=softmax, log_softmax=log_softmax, prod=prod, logsumexp=logsumexp,
+    var=var, std=std, all=all_, any=any_)

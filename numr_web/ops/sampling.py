@@ -20,7 +20,7 @@ from ..creation import full, rand, randn
 from ..errors import DTypeError, ShapeError
 from ..gradmode import no_grad
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .composites import cumsum
 from .elementwise import where
 from .inplace import _method as _inplace
@@ -218,6 +218,7 @@ def _bernoulli_fill(x, p=0.5, *, generator=None):
     return bernoulli(x.detach(), p, generator=generator)
 
 
-attach_methods(multinomial=multinomial, bernoulli=bernoulli,
-               bernoulli_=_inplace("bernoulli", _bernoulli_fill),
-               exponential_=_inplace("exponential", _exponential))
+SamplingMethods = method_class(
+    "SamplingMethods", multinomial=multinomial, bernoulli=bernoulli,
+    bernoulli_=_inplace("bernoulli", _bernoulli_fill),
+    exponential_=_inplace("exponential", _exponential))

@@ -7,8 +7,8 @@ from .. import shapes as sh
 from ..autograd import apply
 from ..errors import BackendLimitError, ShapeError
 from ..tensor import Tensor
-from .common import attach_methods, check_same_device, sum_to_shape
-from .registry import OPS, register
+from .common import method_class, check_same_device, sum_to_shape
+from ..vocab.registry import OPS, register
 
 
 def _inverse(perm):
@@ -283,9 +283,10 @@ def _iter(self):
         yield self[i]
 
 
-attach_methods(reshape=reshape, view=reshape, permute=permute, transpose=transpose,
-               stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand,
-               __getitem__=getitem, __iter__=_iter,
-               T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
-               flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
-               contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)
+ShapeOpsMethods = method_class(
+    "ShapeOpsMethods", reshape=reshape, view=reshape, permute=permute, transpose=transpose,
+    stride=stride, is_contiguous=is_contiguous, expand=expand, broadcast_to=expand,
+    __getitem__=getitem, __iter__=_iter,
+    T=property(_T), mT=property(lambda self: transpose(self, -2, -1)),
+    flatten=flatten, squeeze=squeeze, unsqueeze=unsqueeze, clone=clone,
+    contiguous=contiguous, narrow=narrow, split=split, chunk=chunk)

@@ -15,9 +15,9 @@ from ..autograd import apply
 from ..creation import arange, full
 from ..errors import IndexOutOfRangeError
 from ..gradmode import no_grad
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import where
-from .registry import OPS, register
+from ..vocab.registry import OPS, register
 from .shape_ops import concat, stack
 
 register("argsort", lambda be, x, axis, descending: (be.argsort(x, axis, descending), None), None)
@@ -174,5 +174,6 @@ def median(x, dim=None, keepdim=False):
     return MedianResult(vals, pick)
 
 
-attach_methods(argsort=argsort, sort=sort, msort=msort, topk=topk, kthvalue=kthvalue,
-               median=median)
+SortingMethods = method_class(
+    "SortingMethods", argsort=argsort, sort=sort, msort=msort, topk=topk, kthvalue=kthvalue,
+    median=median)

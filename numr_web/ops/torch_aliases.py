@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
-from .common import attach_methods, need_tensor
+from .common import method_class, need_tensor
 from .elementwise import clamp
 from .shape_ops import transpose
 from .torch_functions import _add, _div, _sub
@@ -86,4 +86,6 @@ def get_default_dtype():
     return dt.default_float
 
 
-attach_methods(t=t, mH=property(_mT), H=property(_H), clamp_min=clamp_min, clamp_max=clamp_max)
+TorchAliasesMethods = method_class(
+    "TorchAliasesMethods", t=t, mH=property(_mT), H=property(_H), clamp_min=clamp_min,
+    clamp_max=clamp_max)

@@ -15,13 +15,13 @@ from ..autograd import apply
 from ..creation import tensor
 from ..errors import DTypeError, ShapeError
 from ..generator import resolve_seed
-from ..amp.autocast_mode import active as amp_active, cast as amp_cast, disabled as amp_disabled
+from ..autocast_state import active as amp_active, cast as amp_cast, disabled as amp_disabled
 from ..tensor import Tensor
-from .common import attach_methods, check_same_device, need_tensor
+from .common import method_class, check_same_device, need_tensor
 from .elementwise import maximum, minimum, where
 from .indexing import _check_range, _index_tensor
 from .linalg import matmul
-from .registry import OPS
+from ..vocab.registry import OPS
 from .shape_ops import expand, reshape
 
 
@@ -291,7 +291,8 @@ def addcdiv(x, t1, t2, *, value=1):
     return x + (t1 / t2 if value == 1 else t1 / t2 * value)
 
 
-attach_methods(
+TorchFunctionsMethods = method_class(
+    "TorchFunctionsMethods",
     add=_add, sub=_sub, subtract=_sub, mul=lambda x, o: x * o, multiply=lambda x, o: x * o,
     div=_div, divide=_div, true_divide=lambda x, o: x / o, floor_divide=lambda x, o: x // o,
     remainder=lambda x, o: x % o, negative=lambda x: -x,

@@ -24,15 +24,23 @@ MP = {
     "softplus": lambda z: mp.log1p(mp.exp(z)),
     "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
     "elu": lambda z: mp.expm1(z),                  # tested on z < 0 only (a kink at 0)
+    "selu": lambda z: _SELU_LA * mp.expm1(z),      # (z < 0 only, as elu)
+    "celu": lambda z: mp.expm1(z),                 # (z < 0 only)
+    "softsign": lambda z: z / (1 + abs(z)),        # (z != 0: act'' jumps there)
+    "tanhshrink": lambda z: z - mp.tanh(z),
 }
+_SELU_LA = mp.mpf("1.0507009873554804934193349852946") * mp.mpf("1.6732632423543772848170429916717")
+SIDE = {"elu": lambda p: p < 0, "selu": lambda p: p < 0, "celu": lambda p: p < 0,
+        "softsign": lambda p: p != 0}
 TORCH = {"none": lambda x: x, "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
          "silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
          "leaky_relu": F.leaky_relu, "elu": F.elu, "softplus": F.softplus, "mish": F.mish,
-         "hardswish": F.hardswish}
+         "hardswish": F.hardswish, "selu": F.selu, "celu": F.celu, "softsign": F.softsign,
+         "tanhshrink": F.tanhshrink}
 SMOOTH_PTS = [-9.0, -4.5, -2.25, -1.3, -0.6, -0.125, 0.0, 0.3, 0.7, 1.1, 2.5, 4.0, 7.5, 12.0]
 # kinks and thresholds: torch's values (its double-backward formulas) are the convention
 KINK_PTS = {"relu": [0.0, -0.0, -1.0, 2.0], "leaky_relu": [0.0, -0.0, -1.0, 2.0],
-            "elu": [0.0, -0.0, 1.5], "hardswish": [-3.0, 3.0, -4.0, 4.0, 0.0, 1.0],
+            "elu": [0.0, -0.0, 1.5], "selu": [0.0, -0.0, 1.5], "celu": [0.0, -0.0, 1.5], "hardswish": [-3.0, 3.0, -4.0, 4.0, 0.0, 1.0],
             "none": [0.0, -2.0, 3.0], "softplus": [25.0, 30.0]}
 
 
@@ -91,7 +99,7 @@ def _check(got, want, scale, bound_ulps, what, extra=0.0):
 @pytest.mark.parametrize("fused", [False, True], ids=["act", "fused"])
 @pytest.mark.parametrize("name", sorted(MP))
 def test_three_derivatives_of_smooth_activations(device, name, fused):
-    pts = [p for p in SMOOTH_PTS if name != "elu" or p < 0]
+    pts = [p for p in SMOOTH_PTS if SIDE.get(name, lambda p: True)(p)]
     got = _nr_derivs(name, pts, device, fused)
     truth = _truth(name, pts)
     t32 = _torch_derivs(name, pts, torch.float32)
@@ -121,14 +129,19 @@ def test_derivatives_at_kinks_follow_torch(device, name, fused):
         _check(got[k], want[k], 1.0, 4.0, f"{name} derivative {k + 1} at {pts} ({device})")
 
 
+ONE_SIDED = ("elu", "selu", "celu")      # MP holds their z < 0 branch only
+FAR = {"softsign": lambda k, p: 0.0, "tanhshrink": lambda k, p: 1.0 if k == 0 else 0.0}
+
+
 @pytest.mark.parametrize("name", sorted(MP))
 def test_far_tails_are_finite_and_right(device, name):
     """No NaN from inf * 0 far out (z**3 overflowing while exp underflows), values still right."""
-    pts = [-80.0, -30.0, 30.0, 80.0, -3e4, 3e4] if name != "elu" else [-80.0, -30.0]
+    pts = [-80.0, -30.0, 30.0, 80.0, -3e4, 3e4] if name not in ONE_SIDED else [-80.0, -30.0]
     got = _nr_derivs(name, pts, device, False)
+    far = FAR.get(name, lambda k, p: 1.0 if k == 0 and p > 0 and name not in ("sigmoid", "tanh")
+                  else 0.0)
     for k in range(3):
-        want = np.array([float(mp.diff(MP[name], mp.mpf(p), k + 1)) if abs(p) < 100
-                         else (1.0 if k == 0 and p > 0 and name not in ("sigmoid", "tanh") else 0.0)
+        want = np.array([float(mp.diff(MP[name], mp.mpf(p), k + 1)) if abs(p) < 100 else far(k, p)
                          for p in pts])
         assert np.isfinite(got[k]).all(), f"{name} derivative {k + 1}: {got[k]}"
         np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-6, err_msg=f"{name} {k + 1}")
@@ -172,7 +185,7 @@ def _near_roots(name):
     return np.array(sorted(set(np.float32(pts))), np.float32)
 
 
-@pytest.mark.parametrize("name", sorted(set(MP) - {"elu"}))
+@pytest.mark.parametrize("name", sorted(set(MP) - set(ONE_SIDED)))
 def test_cpu_float32_derivatives_are_rounded_once_near_their_roots(name):
     """On cpu, act' and act'' of float32 inputs are within an ulp of the truth, also where the
     formula's terms cancel: those derivatives are evaluated in float64 and rounded once, so the

@@ -34,16 +34,25 @@ TRUTH = {
     "softplus": lambda t: t if t > 20 else mpmath.log1p(mpmath.exp(t)),
     "mish": lambda t: t * mpmath.tanh(mpmath.log1p(mpmath.exp(t))),
     "hardswish": lambda t: t * min(max(t + 3, 0), 6) / 6,
+    "selu": lambda t: _SELU_L * (t if t > 0 else _SELU_A * mpmath.expm1(t)),
+    "celu": lambda t: t if t > 0 else mpmath.expm1(t),
+    "softsign": lambda t: t / (1 + abs(t)),
+    "tanhshrink": lambda t: t - mpmath.tanh(t),
 }
+_SELU_L = mpmath.mpf("1.0507009873554804934193349852946")
+_SELU_A = mpmath.mpf("1.6732632423543772848170429916717")
 TORCH = {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu,
          "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
          "leaky_relu": F.leaky_relu, "elu": F.elu, "softplus": F.softplus, "mish": F.mish,
-         "hardswish": F.hardswish}
+         "hardswish": F.hardswish, "selu": F.selu, "celu": F.celu, "softsign": F.softsign,
+         "tanhshrink": F.tanhshrink}
 LIMITS = {"relu": (math.inf, 0), "sigmoid": (1, 0), "tanh": (1, -1), "silu": (math.inf, 0),
           "gelu": (math.inf, 0), "gelu_tanh": (math.inf, 0), "leaky_relu": (math.inf, -math.inf),
           "elu": (math.inf, -1), "softplus": (math.inf, 0), "mish": (math.inf, 0),
-          "hardswish": (math.inf, 0)}
-KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "elu": (0.0,), "hardswish": (-3.0, 3.0)}
+          "hardswish": (math.inf, 0), "selu": (math.inf, -1.7580993408473766), "celu": (math.inf, -1),
+          "softsign": (1, -1), "tanhshrink": (math.inf, -math.inf)}
+KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "elu": (0.0,), "hardswish": (-3.0, 3.0),
+         "selu": (0.0,), "celu": (0.0,)}
 # nr.activation's names that have a closed form here ("none" is the identity)
 ACTS = [a for a in nr.ACT if a != "none"]
 

@@ -3,7 +3,7 @@
     kernels.cu   hand-written CUDA bodies (elementwise, GEMM epilogue, fused act-backward with the
                  bias gradient, deterministic scatter-add), with one marker line where
     codegen.py   inserts the per-activation functions and dispatch GENERATED from the activation
-                 table (numr_web/ops/activations.py); needs neither cupy nor a GPU
+                 table (numr_web/vocab/activations.py); needs neither cupy nor a GPU
     launch.py    compiles each kernel family once (NVRTC via cupy.RawModule) and launches the
                  kernels with argument buffers bound once (cuLaunchKernel through CuPy's driver API)
     blas.py      2-D GEMMs through cuBLAS on numr's own handle and workspace (recordable in graphs)

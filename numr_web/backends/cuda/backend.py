@@ -30,7 +30,7 @@ import math
 import os
 
 from ...errors import BackendLimitError, KernelError
-from ...ops.activations import ACT
+from ...vocab.activations import ACT
 from ..array_backend import ArrayBackend
 from . import codegen as G
 from .attention import Attention

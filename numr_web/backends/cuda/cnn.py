@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ...errors import BackendUnavailableError
-from ...ops.activations import ACT
+from ...vocab.activations import ACT
 from .cudnn import Cudnn
 
 CNN_BLOCK = 256                # threads per block of the per-channel kernels (cnn.cu's CNN_BLOCK)

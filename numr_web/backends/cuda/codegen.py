@@ -1,6 +1,6 @@
 """The CUDA source of the cuda backend, assembled at kernel-build time: the hand-written bodies of
 kernels.cu, with the per-activation code GENERATED from the activation table's `cuda` rows
-(numr_web/ops/activations.py) inserted at its marker line.
+(numr_web/vocab/activations.py) inserted at its marker line.
 
 For every row (numbered by its position in the table: `Act.code`) the generator writes five device
 functions `act_<name>_fwd(z)`, `_dz(z)`, `_d2(z)`, `_d1(dy, s)` and `_ds(s)` (for rows that save
@@ -16,7 +16,7 @@ import functools
 import re
 from pathlib import Path
 
-from ...ops.activations import ACT
+from ...vocab.activations import ACT
 
 KERNELS_CU = Path(__file__).with_name("kernels.cu")
 # appended to kernels.cu in this order (they use its IO<S>; the tiled attention uses attention.cu's
@@ -77,7 +77,7 @@ def _dispatch(fn):
 
 def activation_source():
     """The generated part: the table's rows as device functions, and the dispatch templates."""
-    parts = ["// ---- generated from the activation table (numr_web/ops/activations.py) by",
+    parts = ["// ---- generated from the activation table (numr_web/vocab/activations.py) by",
              "// ---- numr_web/backends/cuda/codegen.py; edit the table, not this text",
              f"#define NUMR_N_ACT {len(ACT)}"]
     for act in ACT.values():

@@ -1,7 +1,7 @@
 // numr_web cuda backend: the hand-written kernel bodies. codegen.py reads this file when the
 // backend builds its kernels and inserts, at the marker line below, the per-activation functions
 // and the act_fwd / act_dz / act_d2 / act_d1 / act_ds dispatch generated from the activation table
-// (numr_web/ops/activations.py). `numr-web shaders --language cuda` prints the assembled source.
+// (numr_web/vocab/activations.py). `numr-web shaders --language cuda` prints the assembled source.
 //
 // Templates (compiled by NVRTC through cupy.RawModule, one module per family and dtype):
 //   S  storage type: float, double, or half_t (float16 bits; computed in float, rounded once)

@@ -44,7 +44,7 @@ import math
 
 from ...dtypes import bool_, float16, float32, float64, int32
 from ...errors import BackendUnavailableError, BackendLimitError, DTypeError, KernelError, NumrError
-from ...ops.registry import family_names
+from ...vocab.registry import family_names
 from ..base import Backend
 from . import launch_elementwise as ew
 from . import launch_gemm as gemm

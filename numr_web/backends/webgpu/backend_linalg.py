@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...dtypes import bool_
 from ...errors import DTypeError
-from ...ops.activations import ACT
+from ...vocab.activations import ACT
 from . import launch_gemm as gemm
 from .codegen import act_code
 from .views import GPUArray, broadcast_shapes, full_index, prod, sliced

@@ -6,7 +6,7 @@ semantics are those of the numpy reference (array_nn.py, array_cnn.py)."""
 from __future__ import annotations
 
 from ...dtypes import bool_, float16, float32, int32
-from ...ops.activations import ACT
+from ...vocab.activations import ACT
 from ..conv import ComposedConv
 from . import launch_attention as attn
 from . import launch_batchnorm as bn

@@ -4,23 +4,23 @@
     (`const W_N: u32 = 0u;`), the `@group(0) @binding(k) var<...>` declarations, the `override`
     constants and the named codes they take (REDUCE_SUM, RANDOM_NORMAL, ...);
   * the activation dispatch (`act_fwd`, `act_dz`, `act_d2`, `act_d1`, `act_ds`) from the ACT table
-    (numr_web/ops/activations.py): one named constant and one function per activation and
+    (numr_web/vocab/activations.py): one named constant and one function per activation and
     derivative, and a `switch` on an `override` constant that the driver folds away;
-  * the elementwise dispatch (`unop`, `binop`, `cmpop`) from the op vocabulary
-    (numr_web/ops/registry.py): case UNARY_EXP calls `unary_exp`, the hand-written kernel of
-    shaders/elementwise.wgsl; the backend's own kernels (copy, the activation maps) follow the
-    vocabulary's rows.
+  * the elementwise dispatch (`unop`, `binop`, `cmpop`) from the elementwise rows
+    (numr_web/vocab/elementwise.py): case UNARY_EXP calls `unary_exp`, the hand-written function of
+    shaders/elementwise_ops.wgsl; the backend's own kernels (copy, the activation maps) follow the
+    rows.
 
 `numr-web shaders --dump` prints the generated text (`dump()`); kernels.py assembles the modules.
-The vocabulary is read once, when a backend first needs a code: rows registered later are not seen.
+The rows are declarative (a table, not registrations), so the codes never depend on import order.
 """
 from __future__ import annotations
 
 import functools
 
 from ...errors import KernelError
-from ...ops.activations import ACT
-from ...ops.registry import family_names
+from ...vocab.activations import ACT
+from ...vocab.registry import family_names
 from .contract import GENERATED, KERNELS, META_BINDING, META_WORDS, WG, WORD_PREFIX
 
 # kernels of the backend itself, after the vocabulary's rows in each family's switch
@@ -60,7 +60,7 @@ def _const(prefix, name):
 
 
 def activation_wgsl():
-    lines = ["// generated from numr_web/ops/activations.py (the ACT table) - do not edit"]
+    lines = ["// generated from numr_web/vocab/activations.py (the ACT table) - do not edit"]
     for i, name in enumerate(ACT):
         lines.append(f"const {_const('ACT', name)}: u32 = {i}u;")
     for fn, params in _ACT_FNS.items():
@@ -89,7 +89,7 @@ def op_call(family, name, args, act=None):
 
 
 def elementwise_wgsl():
-    lines = ["// generated from numr_web/ops/registry.py (the op vocabulary) - do not edit"]
+    lines = ["// generated from numr_web/vocab/elementwise.py (the elementwise rows) - do not edit"]
     for family, (fname, params, ret, _) in _FAMILY.items():
         names = op_names(family)
         prefix = family.upper()

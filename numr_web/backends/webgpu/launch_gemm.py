@@ -18,6 +18,7 @@ summed by the backend (split-K).
 from __future__ import annotations
 
 from ...errors import BackendLimitError
+from ...vocab.activations import ACT
 from .contract import MATMUL, MATMUL_SG, MAX_GROUPS, MAXD
 from .views import broadcast_shapes, coalesce, expanded, prod
 
@@ -31,11 +32,11 @@ LOOP_ITERS_PER_K = 10               # loop iterations per K element in any GEMM 
 # From this many output elements a float32 GEMM + activation runs the activation as its own pass
 # (the bias stays in the epilogue): an activation's code inlined in the epilogue slows the whole
 # kernel (H200, 8192 x 4096 x 4096: GELU 8.6 ms fused, 7.5 split; tanh, sigmoid, silu, elu,
-# softplus, mish 0.6-0.9 ms: docs/benchmarks.md). The piecewise-linear ones (EPILOGUE_ACTS) cost
-# nothing there and stay in it. float32 only: there the pass reads the very z the epilogue had
+# softplus, mish 0.6-0.9 ms: docs/benchmarks.md). The piecewise rows of the ACT table
+# (EPILOGUE_ACTS: a few selects) cost nothing there and stay in it. float32 only: there the pass reads the very z the epilogue had
 # (float16 storage rounds it first).
 ACT_AFTER_MIN = 1 << 22
-EPILOGUE_ACTS = frozenset({"none", "relu", "leaky_relu", "hardswish"})
+EPILOGUE_ACTS = frozenset(n for n, a in ACT.items() if a.piecewise)
 
 
 # An operand that is neither row- nor column-major with vec4-aligned rows / columns keeps a GEMM

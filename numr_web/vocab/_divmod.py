@@ -1,5 +1,5 @@
 """torch's float floor division and remainder for the array backends (numpy, CuPy), as the
-registry's numpy functions of `floor_divide` and `remainder` (numr_web/ops/elementwise.py)."""
+numpy functions of the `floor_divide` and `remainder` rows (numr_web/vocab/elementwise.py)."""
 
 
 def np_floor_divide(xp, a, b):
