@@ -6,8 +6,9 @@
     opt = nn.optim.AdamW(model.parameters(), lr=3e-3)
 """
 from . import functional, init, optim, utils  # noqa: F401
-from .activation import (ELU, GELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish,  # noqa: F401
-                         ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh)
+from .activation import (CELU, ELU, GELU, SELU, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
+                         LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus,
+                         Softsign, Tanh, Tanhshrink)
 from .attention import MultiheadAttention  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .containers import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401

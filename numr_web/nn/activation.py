@@ -24,6 +24,29 @@ def hardswish(input, inplace=False):
     return _core.activation(input, "hardswish")
 
 
+def selu(input, inplace=False):
+    return _core.activation(input, "selu")
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)): the table's fused row for alpha = 1."""
+    if alpha == 1.0:
+        return _core.activation(input, "celu")
+    if alpha == 0:
+        raise _core.ShapeError("celu: alpha must not be 0 (it divides x)")
+    pos = input > 0
+    neg = _core.where(pos, 0.0, input)      # exp never sees a large x: no inf * 0 in backward
+    return _core.where(pos, input, _core.expm1(neg / alpha) * alpha)
+
+
+def softsign(input):
+    return _core.activation(input, "softsign")
+
+
+def tanhshrink(input):
+    return _core.activation(input, "tanhshrink")
+
+
 def _flag(inplace):
     return "inplace=True" if inplace else ""
 
@@ -83,6 +106,32 @@ class LeakyReLU(Module):
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class SELU(_Act):
+    fn = staticmethod(selu)
+
+
+class CELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x):
+        return celu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softsign(Module):
+    def forward(self, x):
+        return softsign(x)
+
+
+class Tanhshrink(Module):
+    def forward(self, x):
+        return tanhshrink(x)
 
 
 class ELU(Module):

@@ -7,8 +7,8 @@ from ._core import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # no
                     layer_norm, log_softmax, max_pool2d, mse_loss, nll_loss, one_hot, pad, relu,
                     rms_norm, scaled_dot_product_attention, sigmoid, silu, smooth_l1_loss,
                     softmax, tanh)
-from .activation import (elu, hardswish, hardtanh, leaky_relu, mish, relu6,  # noqa: F401
-                         softplus)
+from .activation import (celu, elu, hardswish, hardtanh, leaky_relu, mish,  # noqa: F401
+                         relu6, selu, softplus, softsign, tanhshrink)
 from .batchnorm import batch_norm  # noqa: F401
 from .linear import linear  # noqa: F401
 from .upsample import interpolate  # noqa: F401

@@ -131,7 +131,8 @@ ROWS = {r.name: r for r in (
     _u("sign", _sign, _zero, reads=False),
     _u("erf", erf_xp, lambda g, x, y: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI, dtype="float"),
     _u("log1p", "log1p", lambda g, x, y: g / (x + 1), dtype="float", domain=[(-0.5, 2.0)]),
-    _u("expm1", "expm1", lambda g, x, y: g * (y + 1), dtype="float", save_out=True),
+    # expm1' = exp, not y + 1: that cancels to 0 where exp(x) is below float32's epsilon
+    _u("expm1", "expm1", lambda g, x, y: g * x.exp(), dtype="float"),
     _u("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda g, x, y: g * y ** 3 * -0.5, dtype="float",
        save_out=True, domain=[(0.1, 3.0)]),
     _u("bitwise_not", "invert", None, dtype="int"),

@@ -28,7 +28,8 @@ ACTS = [
     ("Hardtanh", {}, {}), ("Hardtanh", {"min_val": -2.0, "max_val": 6.0}, {}),
     ("ReLU6", {}, {}), ("SiLU", {}, {}), ("Mish", {}, {}), ("Tanh", {}, {}), ("Sigmoid", {}, {}),
     ("GELU", {}, {}), ("GELU", {"approximate": "tanh"}, {}), ("ReLU", {}, {}),
-    ("Hardswish", {}, {}),
+    ("Hardswish", {}, {}), ("SELU", {}, {}), ("CELU", {}, {}), ("CELU", {"alpha": 0.5}, {}),
+    ("CELU", {"alpha": 2.0}, {}), ("Softsign", {}, {}), ("Tanhshrink", {}, {}),
     ("Identity", {}, {}),
 ]
 
@@ -63,7 +64,8 @@ def test_functional_forms_match_modules(device):
                       (F.softplus(x, beta=2.0, threshold=5.0), TF.softplus(t, 2.0, 5.0)),
                       (F.hardtanh(x, -2.0, 2.0), TF.hardtanh(t, -2.0, 2.0)),
                       (F.relu6(x), TF.relu6(t)), (F.mish(x), TF.mish(t)),
-                      (F.hardswish(x), TF.hardswish(t))):
+                      (F.hardswish(x), TF.hardswish(t)), (F.selu(x), TF.selu(t)),
+                      (F.celu(x, 0.5), TF.celu(t, 0.5)), (F.softsign(x), TF.softsign(t))):
         np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=4e-7, atol=1e-30)
     with pytest.raises(nr.ShapeError, match="min_val"):
         nn.Hardtanh(2.0, 1.0)

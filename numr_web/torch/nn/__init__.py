@@ -12,6 +12,7 @@ from ...nn import (ELU, GELU, GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool2d,  # n
                    Tanh, Transformer, TransformerDecoder, TransformerDecoderLayer,
                    TransformerEncoder, TransformerEncoderLayer, Unflatten, Upsample,
                    UpsamplingBilinear2d, UpsamplingNearest2d)
+from ...nn import CELU, SELU, Softsign, Tanhshrink  # noqa: F401
 from .._unsupported import module_getattr as _module_getattr
 from . import functional, init, modules, parameter, utils  # noqa: F401
 from .modules.activation import MultiheadAttention  # noqa: F401

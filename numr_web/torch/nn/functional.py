@@ -41,6 +41,17 @@ def hardswish(input, inplace=False):  # noqa: A002
     return _maybe_inplace(input, _F.hardswish(input), inplace)
 
 
+def selu(input, inplace=False):  # noqa: A002
+    return _maybe_inplace(input, _F.selu(input), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):  # noqa: A002
+    return _maybe_inplace(input, _F.celu(input, alpha), inplace)
+
+
+softsign, tanhshrink = _F.softsign, _F.tanhshrink
+
+
 def elu(input, alpha=1.0, inplace=False):  # noqa: A002
     return _maybe_inplace(input, _F.elu(input, alpha), inplace)
 

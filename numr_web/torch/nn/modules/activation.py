@@ -1,5 +1,7 @@
 """torch.nn.modules.activation."""
-from ....nn import ELU, GELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh  # noqa: F401
+from ....nn import (CELU, ELU, GELU, SELU, Hardswish, Hardtanh, LeakyReLU, LogSoftmax,  # noqa: F401
+                   Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh,
+                   Tanhshrink)
 from ....nn.attention import MultiheadAttention as _MultiheadAttention
 from ....errors import UnsupportedError
 
