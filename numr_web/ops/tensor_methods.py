@@ -13,15 +13,17 @@ from .inplace import InplaceMethods
 from .linalg import LinalgMethods
 from .math_ops import MathOpsMethods
 from .reductions import ReductionsMethods
+from .selection import SelectionMethods
 from .sampling import SamplingMethods
 from .shape_ops import ShapeOpsMethods
 from .sorting import SortingMethods
 from .torch_aliases import TorchAliasesMethods
 from .torch_functions import TorchFunctionsMethods
 
-FAMILIES = (TorchAliasesMethods, SamplingMethods, InplaceMethods, TorchFunctionsMethods,
-            IndexingMethods, GeneratedMethods, SortingMethods, CompositesMethods, ShapeOpsMethods,
-            ReductionsMethods, LinalgMethods, MathOpsMethods, ElementwiseMethods)
+FAMILIES = (SelectionMethods, TorchAliasesMethods, SamplingMethods, InplaceMethods,
+            TorchFunctionsMethods, IndexingMethods, GeneratedMethods, SortingMethods,
+            CompositesMethods, ShapeOpsMethods, ReductionsMethods, LinalgMethods, MathOpsMethods,
+            ElementwiseMethods)
 
 if Tensor.__bases__ == (OpMethods,):             # once, even if this module is reloaded
     Tensor.__bases__ = FAMILIES + (OpMethods,)

@@ -49,9 +49,7 @@ from .. import cat as concatenate  # noqa: E402
 
 from . import (accelerator, amp, autograd, backends, cuda, nn, onnx, optim,  # noqa: E402
                random, return_types, serialization, utils)
-from .return_types import (_aminmax as aminmax, _cummax as cummax,  # noqa: E402
-                           _cummin as cummin, _mode as mode)
-return_types.attach()
+from ..ops.selection import aminmax, cummax, cummin, mode  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from ._unsupported import TORCH as _TABLE, module_getattr as _module_getattr  # noqa: E402
 

@@ -1,98 +1,10 @@
 """torch.return_types: the named tuples torch's reductions return (fields `.values` / `.indices`,
-aminmax's `.min` / `.max`), and the functions of them numr_web's core lacks: mode, aminmax,
-cummax, cummin (also as Tensor methods, as torch has them). Indices are int32 (torch.long here).
-
-max / min / sort / topk / kthvalue / median are the core's own functions; their tuples are
-named here under torch's names."""
+aminmax's `.min` / `.max`), under torch's names. The functions are the core's (ops/reductions.py,
+ops/sorting.py, ops/selection.py)."""
 from __future__ import annotations
 
-import collections
-
-from .. import dtypes as dt
-from ..creation import arange
-from ..errors import DTypeError
-from ..ops.composites import _scan, amax, amin
-from ..ops.elementwise import maximum, minimum, where
-from ..ops.math_ops import isnan
 from ..ops.reductions import MaxResult as max, MinResult as min  # noqa: A001,F401
+from ..ops.selection import (AminmaxResult as aminmax, CummaxResult as cummax,  # noqa: F401
+                             CumminResult as cummin, ModeResult as mode)
 from ..ops.sorting import (KthvalueResult as kthvalue, MedianResult as median,  # noqa: F401
                            SortResult as sort, TopkResult as topk)
-from ..tensor import Tensor
-
-mode = collections.namedtuple("mode", ("values", "indices"))
-aminmax = collections.namedtuple("aminmax", ("min", "max"))
-cummax = collections.namedtuple("cummax", ("values", "indices"))
-cummin = collections.namedtuple("cummin", ("values", "indices"))
-_TYPES = {"mode": mode, "aminmax": aminmax, "cummax": cummax, "cummin": cummin}
-
-
-def _lowest(x, sign):
-    """The identity of a running max (sign 1) or min (sign -1) in x's dtype."""
-    if x.dtype.is_floating:
-        return -sign * float("inf")
-    if x.dtype is dt.bool_:
-        return sign < 0
-    return -2 ** 31 if sign > 0 else 2 ** 31 - 1
-
-
-def _running(x, dim, op, result):
-    """cummax / cummin: the running extremum along dim (NaN propagates, as torch) and the index of
-    its last occurrence so far (torch's: a tie moves the index forward; after a NaN, the last
-    NaN's)."""
-    if not isinstance(x, Tensor):
-        raise DTypeError(f"torch.{result.__name__}: expected a tensor, got {type(x).__name__}")
-    values = _scan(x, dim, maximum if op == "max" else minimum, _lowest(x, 1 if op == "max" else -1))
-    if x.ndim == 0:
-        return result(values, arange(1, device=x.device).reshape(()))
-    d = dim % x.ndim
-    shape = [1] * x.ndim
-    shape[d] = x.shape[d]
-    pos = arange(x.shape[d], device=x.device).reshape(tuple(shape)).expand(x.shape)
-    hit = x.detach() == values.detach()
-    if x.dtype.is_floating:
-        hit = hit | isnan(x.detach())
-    idx = _scan(where(hit, pos, -1), d, maximum, -1)
-    return result(x.gather(d, idx), idx)    # the gradient goes to the indices, as torch's
-
-
-def _cummax(input, dim):  # noqa: A002
-    """torch.cummax(input, dim): (values, indices) of the running maximum along dim."""
-    return _running(input, dim, "max", cummax)
-
-
-def _cummin(input, dim):  # noqa: A002
-    return _running(input, dim, "min", cummin)
-
-
-def _aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
-    """torch.aminmax: (min, max) over dim (every element when None), fields .min and .max."""
-    dims = () if dim is None else dim
-    return aminmax(amin(input, dims, keepdim), amax(input, dims, keepdim))
-
-
-def _mode(input, dim=-1, keepdim=False):  # noqa: A002
-    """torch.mode: the most frequent value along dim (the smallest of equally frequent ones)
-    and the index of its last occurrence, as torch's cpu kernel. Counts compare every pair of a
-    row (n^2 work per row of n): meant for the short rows mode is used on."""
-    x = input.detach()
-    if x.ndim == 0:
-        return mode(input.clone(), arange(1, device=x.device).reshape(()))
-    d = dim % x.ndim
-    xm = x.movedim(d, -1)
-    counts = (xm.unsqueeze(-1) == xm.unsqueeze(-2)).astype(dt.int32).sum(-1)
-    best = counts == counts.amax(-1, keepdim=True)
-    value = where(best, xm, _lowest(xm, -1)).amin(-1, keepdim=True)
-    pos = arange(xm.shape[-1], device=x.device)
-    idx = where(xm == value, pos, -1).amax(-1, keepdim=True).movedim(-1, d)
-    values = input.gather(d, idx)
-    if not keepdim:
-        values, idx = values.squeeze(d), idx.squeeze(d)
-    return mode(values, idx)
-
-
-def attach():
-    """x.mode(), x.aminmax(), x.cummax(dim), x.cummin(dim) where the Tensor class lacks them."""
-    for name, fn in (("mode", _mode), ("aminmax", _aminmax), ("cummax", _cummax),
-                     ("cummin", _cummin)):
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
