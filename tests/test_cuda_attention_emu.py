@@ -352,3 +352,12 @@ def test_tiled_kernels_read_and_write_heads_in_place(att, dtype, tensor_cores, m
     _check(got, want, dtype)
     for t in (got[0],) + got[2:]:
         assert t.shape == (B, H, T, d) and t.swapaxes(1, 2).flags.c_contiguous
+
+
+def test_tiled_kernels_without_keys(att):
+    """No keys (Tk = 0): out is 0, lse -inf, and the gradients are 0, as torch's."""
+    q = np.ones((1, 3, 4), np.float32)
+    kv = np.ones((1, 0, 4), np.float32)
+    got = _run(att, q, kv, kv, None, False, 0.5, np.ones((1, 3, 4), np.float32))
+    assert np.all(np.asarray(got[0]) == 0) and np.all(np.asarray(got[1]) == -np.inf)
+    assert np.all(np.asarray(got[2]) == 0)

@@ -228,7 +228,7 @@ ACT = {a.name: a for a in (
                lambda xp, z: 2 * xp.tanh(z) * _sech2(xp, z)),
         wgsl=Code("tanhshrink_s(z)", "let t = tanh_s(z);\n    return t * t;",
                   "2.0 * tanh_s(z) * sech2_s(z)"),
-        cuda=Code("z - m_tanh(z)", "C t = m_tanh(z); return t * t;",
+        cuda=Code("m_tanhshrink(z)", "C t = m_tanh(z); return t * t;",
                   "C(2) * m_tanh(z) * sech2(z)")),
 )}
 

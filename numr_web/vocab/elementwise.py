@@ -95,7 +95,9 @@ def _xlogy_np(xp, a, b):
     if isinstance(a, (int, float)):
         return r if a != 0 else xp.where(b != b, b, xp.zeros_like(b))
     r = xp.where(a == 0, 0, r)
-    return r if isinstance(b, (int, float)) and b == b else xp.where(b != b, b, r)
+    if isinstance(b, (int, float)):         # (a Python bool is no condition for CuPy's where)
+        return xp.full_like(r, b) if b != b else r
+    return xp.where(b != b, b, r)
 
 
 def _xlogy(g, a, b, y):

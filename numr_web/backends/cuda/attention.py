@@ -132,6 +132,8 @@ def _layout(a):
     the b-th matrix (b over the batch dims) starts at (b / hn) * L0 + (b % hn) * L1, hn the last
     batch dim, and its rows are Lr apart. None where a row's values are not contiguous or the
     batch dims before the last do not merge into one."""
+    if a.size == 0:                                     # nothing is read or written
+        return 0, 0, 0
     item = a.dtype.itemsize
     st = [s // item for s in a.strides]
     if a.shape[-1] > 1 and st[-1] != 1:

@@ -40,6 +40,38 @@ __device__ __forceinline__ double m_exp(double x)  { return exp(x); }
 __device__ __forceinline__ float  m_erfc(float x)  { return erfcf(x); }
 __device__ __forceinline__ double m_erfc(double x) { return erfc(x); }
 
+// tanhshrink(x) = x - tanh(x): in float, shaders/act.wgsl's tanhshrink_s (a series near 0, where
+// the difference cancels; (|x| - 1) + 2e / (1 + e), e = exp(-2|x|), above); in double as the cpu
+__device__ __forceinline__ double m_tanhshrink(double x) { return x - tanh(x); }
+__device__ __forceinline__ float m_tanhshrink(float x) {
+    const float ax = fabsf(x);
+    if (ax < 0.9f) {
+        const float s = x * x;
+        float q = -7.0546369464009683e-8f;
+        q = q * s + 1.7406618963571648e-7f;
+        q = q * s - 4.2949110782738059e-7f;
+        q = q * s + 1.0597268320104654e-6f;
+        q = q * s - 2.6147711512907546e-6f;
+        q = q * s + 6.4516892156554308e-6f;
+        q = q * s - 1.5918905069328965e-5f;
+        q = q * s + 3.9278323883316834e-5f;
+        q = q * s - 9.6915379569294503e-5f;
+        q = q * s + 0.00023912911424355248f;
+        q = q * s - 0.00059002744094558598f;
+        q = q * s + 0.0014558343870513183f;
+        q = q * s - 0.003592128036572481f;
+        q = q * s + 0.0088632355299021966f;
+        q = q * s - 0.021869488536155203f;
+        q = q * s + 0.053968253968253968f;
+        q = q * s - 0.13333333333333333f;
+        q = q * s + 0.33333333333333333f;
+        return x * s * q;
+    }
+    const float e = expf(-2.f * ax);
+    const float r = (ax - 1.f) + 2.f * e / (1.f + e);
+    return x < 0.f ? -r : r;
+}
+
 #define K_SQRT1_2      0.70710678118654752440
 #define K_INV_SQRT_2PI 0.39894228040143267794
 #define K_GELU_C       0.79788456080286535588
