@@ -185,9 +185,10 @@ class RNNBase(Module):
         xw = linear(x, w_ih, b_ih)                      # every step's input projection: one GEMM
         w_hh_t = w_hh.T
         outs = [None] * T
+        steps = xw.unbind(0) if T else ()             # one split (backward: one concat)
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
             hw = _core.matmul_bias_activation(h, w_hh_t, b_hh)
-            h, c = cell(xw[t], hw, h, c)
+            h, c = cell(steps[t], hw, h, c)
             outs[t] = h
         if not T:
             return x.new_zeros((0,) + h.shape), h, c

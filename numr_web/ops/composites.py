@@ -17,7 +17,7 @@ from .common import method_class, need_tensor
 from .elementwise import maximum, minimum, where
 from .linalg import matmul
 from .reductions import axis_args, reduce_op
-from .shape_ops import concat, expand, permute, reshape, transpose
+from .shape_ops import concat, expand, permute, reshape, split, transpose
 
 
 
@@ -49,7 +49,10 @@ def unbind(x, dim=0):
     if x.ndim == 0:
         raise ShapeError("unbind of a 0-d tensor: there is no dim to split")
     d = sh.normalize_axis(dim, x.ndim)
-    return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
+    # one split: its backward is one concat, where n index ops would each scatter a gradient
+    # of x's full size (n^2 work for a sequence taken apart step by step, as an RNN's is)
+    shape = x.shape[:d] + x.shape[d + 1:]
+    return tuple(reshape(p, shape) for p in split(x, 1, d))
 
 
 def roll(x, shifts, dims=None):
