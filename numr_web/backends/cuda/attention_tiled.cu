@@ -30,6 +30,7 @@
 #define ATT_FULL 0xffffffffu
 #ifndef ATT_UNROLL_K
 #define ATT_UNROLL_K 1
+#endif
 
 // The operands may be strided views (the heads of a fused qkv projection; an output written as
 // (B, T, H, D) so that merging its heads back needs no copy): the b-th (batch, head) matrix of
@@ -43,7 +44,6 @@
 // (in a kernel of block b, after ATT_HEAD_OF(b): the divisions once a block, not once a tile)
 #define ATT_HEAD_OF(b) const long long hb0 = (b) / hn, hb1 = (b) % hn
 #define ATT_AT(X, BI, RI) (hb0 * L##X##0 + hb1 * L##X##1 + (RI) * L##X##r)
-#endif
 enum { att_unroll_k = ATT_UNROLL_K };   // d steps of 4 unrolled in att_mm_rows
 
 template <int DM_, int W_, int TM_, int BC_> struct AttT {
