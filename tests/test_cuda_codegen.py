@@ -17,6 +17,7 @@ from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
 from numr_web.vocab import activations as A
 from numr_web.vocab.activations import ACT, Act, Code
+from nvrtc import nvrtc as _nvrtc
 
 
 def test_codes_are_the_table_rows():
@@ -72,81 +73,6 @@ def test_cli_prints_the_cuda_source():
 
 
 # -- NVRTC ---------------------------------------------------------------------------------------------
-class _WheelNVRTC:
-    """NVRTC from the `nvidia-cuda-nvrtc` wheel (the [dev] extra), called through ctypes: the whole
-    CUDA source compiles to PTX on a machine with no GPU and no CuPy. The same calls as CuPy's
-    compiler (create, add name expressions, compile, lowered names, PTX)."""
-
-    def __init__(self):
-        import ctypes
-        import glob
-        import importlib.util
-        spec = importlib.util.find_spec("nvidia")
-        paths = [p for d in (spec.submodule_search_locations if spec else []) for p in
-                 glob.glob(f"{d}/cu*/lib/libnvrtc.so.*") + glob.glob(f"{d}/cuda_nvrtc/lib/libnvrtc.so.*")
-                 if "builtins" not in p and "alt" not in p]
-        if not paths:
-            raise ImportError("no libnvrtc in the nvidia-cuda-nvrtc wheel")
-        self.ct, self.lib = ctypes, ctypes.CDLL(sorted(paths)[-1])
-
-    def compile(self, src, names, options):
-        ct, lib = self.ct, self.lib
-        prog = ct.c_void_p()
-        assert lib.nvrtcCreateProgram(ct.byref(prog), src.encode(), b"numr.cu", 0, None, None) == 0
-        try:
-            for n in names:
-                assert lib.nvrtcAddNameExpression(prog, n.encode()) == 0
-            opts = (ct.c_char_p * len(options))(*[o.encode() for o in options])
-            rc = lib.nvrtcCompileProgram(prog, len(options), opts)
-            size = ct.c_size_t()
-            if rc != 0:
-                lib.nvrtcGetProgramLogSize(prog, ct.byref(size))
-                log = ct.create_string_buffer(size.value)
-                lib.nvrtcGetProgramLog(prog, log)
-                raise RuntimeError(log.value.decode(errors="replace"))
-            lib.nvrtcGetPTXSize(prog, ct.byref(size))
-            ptx = ct.create_string_buffer(size.value)
-            lib.nvrtcGetPTX(prog, ptx)
-            mapping = {}
-            for n in names:
-                low = ct.c_char_p()
-                assert lib.nvrtcGetLoweredName(prog, n.encode(), ct.byref(low)) == 0
-                mapping[n] = low.value.decode()
-            return ptx.value.decode(), mapping
-        finally:
-            lib.nvrtcDestroyProgram(ct.byref(prog))
-
-
-class _CupyNVRTC:
-    def __init__(self):
-        from cupy.cuda import compiler
-        self.compiler = compiler
-
-    def compile(self, src, names, options):
-        ptx, mapping = self.compiler._NVRTCProgram(src, "numr.cu", name_expressions=names).compile(
-            options)
-        return (ptx.decode() if isinstance(ptx, bytes) else ptx), mapping
-
-
-_NVRTC = []
-
-
-def _nvrtc():
-    """CuPy's NVRTC where CuPy is installed, else the wheel's; None where neither works."""
-    if not _NVRTC:
-        for make in (_CupyNVRTC, _WheelNVRTC):
-            try:
-                c = make()
-                c.compile("__global__ void k() {}", [], G.OPTIONS + ("-arch=compute_80",))
-                _NVRTC.append(c)
-                break
-            except Exception:
-                continue
-        else:
-            _NVRTC.append(None)
-    return _NVRTC[0]
-
-
 def _compile(src, names):
     ptx, mapping = _nvrtc().compile(src, names, G.OPTIONS + ("-arch=compute_80",))
     assert set(mapping) == set(names)
@@ -177,6 +103,15 @@ def test_every_kernel_family_compiles_with_nvrtc():
               for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32]
     names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", dm, m, *AT.TC_TILES[k][dm])   # sm_80
               for k in AT.KERNELS for dm in AT.TILED_DIMS for m in ((0, 1, 2) if dm == 64 else (0,))]
+    for ct in G.C_TYPES.values():           # nn.cu: layer / RMS norm, row scatter-add
+        b = ("false", "true")
+        names += [f"ln_fwd<{ct}, {nt}, {r}, {w}, {bb}>" for nt in (1, 2, 4, 8, 16, 32)
+                  for r in b for w in b for bb in b]
+        names += [f"ln_bwd_dx<{ct}, {nt}, {r}, {w}>" for nt in (1, 32) for r in b for w in b]
+        names += [f"ln_bwd_wb<{ct}, {r}, {bb}>" for r, bb in (b, b[::-1])]
+        names.append(f"rows_seg_sum<{ct}>")
+    names += [f"adam_f32<{d}, {f}, {dev}, {hi}>" for d in (0, 1, 2) for f in ("false", "true")
+              for dev in ("false", "true") for hi in ("false", "true")]
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)
