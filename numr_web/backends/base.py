@@ -32,6 +32,8 @@ class Backend:
                                   # a step captured inside it runs its ops into the outer graph)
     can_argsort = False           # argsort(h, axis, descending): a stable sort primitive; else
                                   # the ops layer sorts with a bitonic network of other ops
+    fused_cells = False           # lstm_cell / gru_cell (+ _backward): the recurrent cells'
+                                  # pointwise work as one primitive each way; else nn composes it
 
     @classmethod
     def probe(cls):

@@ -1,8 +1,8 @@
 """Recurrent layers with torch's parameters, shapes and formulas: RNN (tanh / relu), LSTM, GRU and
 their one-step cells. Composed from the engine's ops, so they run (and differentiate) on every
 device: per layer and direction one GEMM projects the whole input sequence, then each time step
-is one fused GEMM + bias of the hidden state and a few elementwise ops (fused into one kernel on
-webgpu). The gate formulas and their order of operations are torch's CPU cells':
+is one fused GEMM + bias of the hidden state and the cell: one op each way on numpy and CuPy
+(numr_web/ops/recurrent.py), a few elementwise ops elsewhere (fused into one kernel on webgpu). The gate formulas and their order of operations are torch's CPU cells':
 
     RNN   h' = act((W_ih x + b_ih) + (W_hh h + b_hh))
     LSTM  i, f, g, o = chunk(4) of (W_hh h + b_hh) + (W_ih x + b_ih)
@@ -23,6 +23,7 @@ from . import _core
 from . import functional as F
 from . import init
 from ..errors import UnsupportedError
+from ..ops import recurrent
 from .linear import linear
 from .module import Module, Parameter
 
@@ -37,12 +38,16 @@ def _rnn_cell(act):
 
 
 def _lstm_cell(xw, hw, h, c):
+    if recurrent.fused(xw, hw, c):            # one op each way (numpy, CuPy)
+        return recurrent.lstm_cell(xw, hw, c)
     i, f, g, o = (hw + xw).chunk(4, -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * c.tanh(), c
 
 
 def _gru_cell(xw, hw, h, c):
+    if recurrent.fused(xw, hw, h):
+        return recurrent.gru_cell(xw, hw, h), None
     xr, xz, xn = xw.chunk(3, -1)
     hr, hz, hn = hw.chunk(3, -1)
     r = (hr + xr).sigmoid()
