@@ -51,14 +51,14 @@ def step_fn(lib, kind, device, vocab, emb, hid, seq, batch):
     return step
 
 
-def median_ms(step, steps):
+def median_ms(step, steps, clock=time.perf_counter):
     for _ in range(2):
         step()
     times = []
     for _ in range(steps):
-        t = time.perf_counter()
+        t = clock()
         step()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
     return 1000 * statistics.median(times)
 
 
@@ -72,18 +72,31 @@ def main():
     ap.add_argument("--hid", type=int, default=200)
     ap.add_argument("--seq", type=int, default=35)
     ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--clock", choices=("wall", "process"), default="wall",
+                    help="process: the CPU time of all the process's threads (on a machine "
+                         "shared with other work, steadier than wall time; cpu rows only)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads, numr's cpu threads and numpy's BLAS threads "
+                         "(0: the defaults)")
     a = ap.parse_args()
+    clock = time.process_time if a.clock == "process" else time.perf_counter
     import torch
     import numr_web.torch as ntorch
+    if a.threads:
+        torch.set_num_threads(a.threads)
+        from numr_web.backends import cpu_threads
+        cpu_threads.configure(threads=a.threads)
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(a.threads)           # numpy's BLAS too, for the rest of the run
     shape = (a.vocab, a.emb, a.hid, a.seq, a.batch)
-    print(f"vocab {a.vocab}, embedding {a.emb}, hidden {a.hid}, 2 layers, sequence {a.seq}, "
+    print(f"clock {a.clock}; vocab {a.vocab}, embedding {a.emb}, hidden {a.hid}, 2 layers, sequence {a.seq}, "
           f"batch {a.batch}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'kind':6} {'device':7} {'numr ms':>9} {'torch ms':>9} {'ratio':>6}")
     for kind in a.kinds.split(","):
         for dev in a.devices.split(","):
-            ours = median_ms(step_fn(ntorch, kind, dev, *shape), a.steps)
+            ours = median_ms(step_fn(ntorch, kind, dev, *shape), a.steps, clock)
             tdev = "cuda" if dev == "cuda" else "cpu"
-            ref = median_ms(step_fn(torch, kind, tdev, *shape), a.steps)
+            ref = median_ms(step_fn(torch, kind, tdev, *shape), a.steps, clock)
             print(f"{kind:6} {dev:7} {ours:9.1f} {ref:9.1f} {ours / ref:6.2f}")
 
 
