@@ -1,6 +1,20 @@
 """NVRTC for the tests that compile the CUDA source without a GPU: CuPy's where CuPy is
-installed, else the `nvidia-cuda-nvrtc` wheel's library (the [dev] extra) through ctypes."""
+installed, else the `nvidia-cuda-nvrtc` wheel's library (the [dev] extra) through ctypes; and
+ptxas (the `nvidia-cuda-nvcc` wheel) for the registers and spills of the compiled kernels."""
 from __future__ import annotations
+
+import glob
+import importlib.util
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def _nvidia_paths(pattern):
+    spec = importlib.util.find_spec("nvidia")
+    return sorted(p for d in (spec.submodule_search_locations if spec else [])
+                  for p in glob.glob(f"{d}/{pattern}"))
 
 
 class _WheelNVRTC:
@@ -10,12 +24,8 @@ class _WheelNVRTC:
 
     def __init__(self):
         import ctypes
-        import glob
-        import importlib.util
-        spec = importlib.util.find_spec("nvidia")
-        paths = [p for d in (spec.submodule_search_locations if spec else []) for p in
-                 glob.glob(f"{d}/cu*/lib/libnvrtc.so.*") + glob.glob(f"{d}/cuda_nvrtc/lib/libnvrtc.so.*")
-                 if "builtins" not in p and "alt" not in p]
+        paths = [p for p in _nvidia_paths("cu*/lib/libnvrtc.so.*") +
+                 _nvidia_paths("cuda_nvrtc/lib/libnvrtc.so.*") if "builtins" not in p and "alt" not in p]
         if not paths:
             raise ImportError("no libnvrtc in the nvidia-cuda-nvrtc wheel")
         self.ct, self.lib = ctypes, ctypes.CDLL(sorted(paths)[-1])
@@ -76,3 +86,32 @@ def nvrtc():
         else:
             _NVRTC.append(None)
     return _NVRTC[0]
+
+
+def ptxas():
+    """The path of the wheel's ptxas, or None."""
+    found = _nvidia_paths("cu*/bin/ptxas") + _nvidia_paths("cuda_nvcc/bin/ptxas")
+    return found[-1] if found else None
+
+
+def kernel_resources(src, names, arch, options=("--std=c++17",)):
+    """{name expression: (registers, spill store bytes, spill load bytes)} of the kernels `names`
+    of `src` compiled for sm_<arch> (NVRTC to PTX, ptxas -v to the machine code)."""
+    ptx, mapping = nvrtc().compile(src, names, tuple(options) + (f"-arch=compute_{arch}",))
+    lowered = {v: k for k, v in mapping.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.ptx"
+        path.write_text(ptx)
+        log = subprocess.run([ptxas(), f"-arch=sm_{arch}", "-v", str(path), "-o",
+                              str(path.with_suffix(".cubin"))], capture_output=True, text=True,
+                             check=True).stderr
+    out, cur, spills = {}, None, (0, 0)
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            cur = lowered.get(m.group(1))
+        elif cur and "spill stores" in line:
+            spills = tuple(int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", line))
+        elif cur and "Used" in line and "registers" in line:
+            out[cur] = (int(re.search(r"Used (\d+) registers", line).group(1)),) + spills
+    return out

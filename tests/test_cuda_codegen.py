@@ -17,7 +17,7 @@ from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
 from numr_web.vocab import activations as A
 from numr_web.vocab.activations import ACT, Act, Code
-from nvrtc import nvrtc as _nvrtc
+from nvrtc import kernel_resources, nvrtc as _nvrtc, ptxas
 
 
 def test_codes_are_the_table_rows():
@@ -304,3 +304,21 @@ def test_gemm_layouts_map_to_cublas_flags():
     blas.matmul(_Buf(a0), _Buf(b0), _Buf(np.zeros((5, 4))), 7)
     assert streams == [0, 7]
     assert workspaces == [(blas.workspace.data.ptr, B._WORKSPACE)] * 2
+
+
+# -- the attention kernels' registers, from ptxas (no GPU) ---------------------------------------------
+@pytest.mark.skipif(_nvrtc() is None or ptxas() is None,
+                    reason="NVRTC and ptxas are not installed (the nvidia-cuda-nvrtc and "
+                           "nvidia-cuda-nvcc wheels of the [dev] extra)")
+def test_attention_kernels_of_a_gpt_head_do_not_spill_on_sm90():
+    """The tile tables are chosen so that the kernels a GPT runs (head dim 64, no mask tensor)
+    keep their accumulators in registers on the H100 / H200 (sm_90): a spill to local memory
+    costs a kernel a large share of its speed and shows in no test of values."""
+    names = [G.attention_tiled(AT.KERNELS[k], ct, 64, 0, *AT.TILES[k][64])
+             for k in AT.KERNELS for ct in AT.TILED_TYPES]
+    names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", 64, 0, *AT.TC_TILES[k][64])
+              for k in AT.KERNELS]
+    got = kernel_resources(G.source(), names, 90, G.OPTIONS)
+    assert set(got) == set(names)
+    for name, (registers, stores, loads) in got.items():
+        assert registers <= 255 and stores == loads == 0, (name, registers, stores, loads)
