@@ -137,6 +137,14 @@ template <> struct IO<half_t> {
         return h;
     }
 };
+// single-precision operations rounded on their own (the host compiles them at -O0 as SSE
+// instructions: IEEE float, no contraction into FMAs), and expm1f
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float expm1f(float a) { return std::expm1(a); }
 inline float m_exp(float x) { return std::exp(x); }
 inline double m_exp(double x) { return std::exp(x); }
 

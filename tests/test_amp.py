@@ -182,3 +182,29 @@ def test_scaler_call_order_and_fp16_gradients_are_checked():
     import pickle
     u = pickle.loads(pickle.dumps(s))
     assert u.state_dict() == s.state_dict()
+
+
+def test_a_skipped_capturable_adam_step_is_skipped_in_its_fused_update(device):
+    """Where the device's fused Adam takes GradScaler's flag (`adam_takes_found`), the skip
+    happens inside the update: no select of the parameter and each moment afterwards (three
+    small kernels a parameter on a GPU); elsewhere the scaler selects them back."""
+    ws = [nr.tensor(np.ones((3, 2), np.float32) * (i + 1), device=device, requires_grad=True)
+          for i in range(3)]
+    opt = nn.optim.AdamW(ws, lr=0.1, capturable=True)
+    s = GradScaler(init_scale=4.0)
+    for bad in (False, True):
+        s.scale(sum((w * 1.0).sum() for w in ws))
+        for w in ws:
+            w.grad = nr.tensor(np.full((3, 2), math.nan if bad else 1.0, np.float32),
+                               device=device)
+        before = [w.numpy().copy() for w in ws]
+        with nr.profile() as prof:
+            s.step(opt)
+        s.update()
+        selects = {r.name: r.calls for r in prof.rows()}.get("where", 0)
+        fused = nr.get_backend(device).adam_takes_found
+        assert selects == (0 if fused else 4 * len(ws)), selects   # p, exp_avg(_sq), step
+        if bad:
+            for w, b in zip(ws, before):
+                np.testing.assert_array_equal(w.numpy(), b)
+    assert [float(opt.state[w]["step"].item()) for w in ws] == [1.0] * 3

@@ -171,9 +171,16 @@ class GradScaler:
         found = found > 0
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         before = [(p, p.detach(), dict(optimizer.state.get(p, {}))) for p in params]
-        optimizer.step(*args, **kwargs)
+        # an optimizer whose fused update takes the flag skips on the device (no select after)
+        handled = set()
+        if hasattr(optimizer, "_step_skipping"):
+            handled = optimizer._step_skipping(found.astype("float32"), *args, **kwargs)
+        else:
+            optimizer.step(*args, **kwargs)
         with no_grad():
             for p, old, old_state in before:
+                if id(p) in handled:
+                    continue
                 p.copy_(where(found.to(p.device), old, p))
                 st = optimizer.state.get(p, {})
                 for k, v in st.items():

@@ -17,6 +17,7 @@ from ..errors import BackendLimitError
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names, numpy_function
 from .array_nn import ArrayNN
+from .array_optim import ArrayOptim
 from .array_rnn import ArrayRNN
 from .base import Backend
 
@@ -42,7 +43,7 @@ def _quiet_state(np):
         return (lambda: None), put, (lambda state: state.__exit__(None, None, None)), object()
 
 
-class ArrayBackend(ArrayNN, ArrayRNN, Backend):
+class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
     xp = None  # numpy or cupy, set by subclasses
 
     def __init__(self):

@@ -32,6 +32,7 @@ class Backend:
                                   # a step captured inside it runs its ops into the outer graph)
     can_argsort = False           # argsort(h, axis, descending): a stable sort primitive; else
                                   # the ops layer sorts with a bitonic network of other ops
+    adam_takes_found = False      # adam_update(..., found=flag): skips a step on the device
     fused_cells = False           # lstm_cell / gru_cell (+ _backward): the recurrent cells'
                                   # pointwise work as one primitive each way; else nn composes it
 
@@ -268,7 +269,10 @@ class Backend:
         the step count t, a number or (a count kept on the device) a 0-d float handle; the
         step size lr / (1 - beta1^t) and sqrt(1 - beta2^t) come from it. The arithmetic is the
         composed form's (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation
-        (with t on the device the bias corrections are computed in float32 in the kernel)."""
+        (with t on the device the bias corrections are computed in float32 in the kernel).
+        A backend with `adam_takes_found` also takes found=None or a 0-d float handle,
+        GradScaler's flag: where it is not 0 the outputs are the inputs (m, v zeros on the first
+        step), the skip happening on the device."""
         return None
 
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):

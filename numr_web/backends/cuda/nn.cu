@@ -167,6 +167,9 @@ __global__ void __launch_bounds__(256) ln_bwd_wb(
 // v = (g (1 - b2)) g). step_size and bc2_sqrt come as values, or (DEV, capturable: the step count
 // t on the device) are lr / (1 - b1^t) and sqrt(1 - b2^t) in float32.
 // Scalars arrive as doubles and are rounded to float as numpy rounds a Python number for float32.
+// found (or null): GradScaler's flag on the device; where it is not 0 the step is skipped, the
+// outputs are the inputs (m and v 0 on the FIRST step), so that a captured AMP step needs no
+// select of every tensor afterwards (torch's fused kernels take found_inf for the same reason).
 #define ADAM_DECAY_NONE 0
 #define ADAM_DECAY_L2 1
 #define ADAM_DECAY_DECOUPLED 2
@@ -174,7 +177,8 @@ template <int DECAY, bool FIRST, bool DEV, bool LERP_HI>
 __global__ void __launch_bounds__(256) adam_f32(
         const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ m,
         const float* __restrict__ v, float* __restrict__ po, float* __restrict__ mo,
-        float* __restrict__ vo, const float* __restrict__ dstep, long long n, double f_,
+        float* __restrict__ vo, const float* __restrict__ dstep,
+        const float* __restrict__ found, long long n, double f_,
         double w_, double w1_, double b2_, double w2_, double eps_, double ss_, double bc_,
         double lr_, double ln_b1_, double ln_b2_) {
     const float f = (float)f_, w = (float)w_, w1 = (float)w1_, b2 = (float)b2_, w2 = (float)w2_;
@@ -185,9 +189,16 @@ __global__ void __launch_bounds__(256) adam_f32(
         ss = __fdiv_rn((float)lr_, -expm1f(t * (float)ln_b1_));
         bc = __fsqrt_rn(-expm1f(t * (float)ln_b2_));
     }
+    const bool skip = found != nullptr && found[0] != 0.f;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         const float pi = p[i];
+        if (skip) {
+            po[i] = pi;
+            mo[i] = FIRST ? 0.f : m[i];
+            vo[i] = FIRST ? 0.f : v[i];
+            continue;
+        }
         float gi = g[i], base = pi;
         if (DECAY == ADAM_DECAY_DECOUPLED) base = __fmul_rn(pi, f);
         if (DECAY == ADAM_DECAY_L2) gi = __fadd_rn(gi, __fmul_rn(pi, f));

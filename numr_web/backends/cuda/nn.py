@@ -133,10 +133,13 @@ class CudaNN:
         return xp.ascontiguousarray(xp.moveaxis(out.reshape((shape[axis],) + tuple(rest)), 0, axis))
 
     # -- Adam / AdamW ------------------------------------------------------------------------------
-    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step):
+    adam_takes_found = True               # adam_update(found=...) skips the step on the device
+
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found=None):
         """(p, m, v) after one Adam step (see nn.cu's adam_f32 for the formula); m and v None on
-        the first step; step a number or a 0-d device array (capturable). None where the kernel
-        does not apply (not float32)."""
+        the first step; step a number or a 0-d device array (capturable); found: None or a 0-d
+        float32 device array, the step skipped where it is not 0. None where the kernel does not
+        apply (not float32)."""
         xp = self.xp
         if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape:
             return None
@@ -156,7 +159,9 @@ class CudaNN:
             blocks = max(1, min(-(-n // ADAM_BLOCK), ADAM_BLOCKS_PER_SM * self._sms))
             fn((blocks,), (ADAM_BLOCK,),
                (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
-                step.astype(xp.float32, copy=False) if dev else 0, n, float(factor), float(w),
+                step.astype(xp.float32, copy=False) if dev else 0,
+                0 if found is None else found.astype(xp.float32, copy=False), n, float(factor),
+                float(w),
                 float(1 - w), float(b2), float(1 - b2), float(eps), float(ss), float(bc),
                 float(lr), math.log(b1), math.log(b2)))
         return po, mo, vo

@@ -75,6 +75,14 @@ class Optimizer:
     def _update(self, p, g, state, group):
         raise NotImplementedError
 
+    def _step_skipping(self, found, *args, **kwargs):
+        """step() for GradScaler with its device flag `found` (a 0-d float32 tensor, 1 where a
+        gradient was inf / NaN): returns the ids of the parameters whose update this optimizer
+        already skipped on the device where the flag is set (their state too); the scaler
+        selects every other parameter back itself. Here: none."""
+        self.step(*args, **kwargs)
+        return set()
+
     @staticmethod
     def _assign(p, value):
         """Point the parameter at its new values (same shape, dtype, device). A p.detach() taken
@@ -202,6 +210,7 @@ class Adam(Optimizer):
     step (with a Python count every step would differ)."""
 
     decoupled = False
+    _found = None           # GradScaler's flag during _step_skipping, else None
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, capturable=False, *, maximize=False, foreach=None,
@@ -218,7 +227,10 @@ class Adam(Optimizer):
     def _update(self, p, g, state, group):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         step = state.get("step")
-        if group["capturable"]:
+        if group["capturable"] and self._found is not None:
+            inc = self._increment(p)          # 0 where GradScaler skips the step: the count stays
+            step = state["step"] = inc + 0.0 if step is None else step + inc
+        elif group["capturable"]:
             step = state["step"] = _core.full((), 1.0, dtype=p.dtype, device=p.device) \
                 if step is None else step + 1
         else:
@@ -257,15 +269,39 @@ class Adam(Optimizer):
         decoupled = group.get("decoupled_weight_decay", self.decoupled)
         decay = None if not wd else "decoupled" if decoupled else "l2"
         factor = (1 - lr * wd) if decoupled else wd
+        skip = {}
+        if self._found is not None and be.adam_takes_found:
+            skip["found"] = self._found.to(p.device)._data
         out = be.adam_update(p._data, g._data, None if m is None else m._data,
                              None if v is None else v._data, decay, factor, 1 - b1, b2,
-                             group["eps"], lr, b1, step._data if isinstance(step, Tensor) else step)
+                             group["eps"], lr, b1, step._data if isinstance(step, Tensor) else step,
+                             **skip)
         if out is None:
             return False
+        if skip:
+            self._handled.add(id(p))
         po, mo, vo = (Tensor._wrap(h, p.dtype, p.device, be) for h in out)
         _core.rebind(p, po)
         state["exp_avg"], state["exp_avg_sq"] = mo, vo
         return True
+
+
+    def _step_skipping(self, found, *args, **kwargs):
+        """As Optimizer's; where the backend's fused update takes the flag (adam_takes_found) the
+        kernel itself leaves p, m and v as they were, and the step count adds 1 - flag."""
+        self._found, self._handled, self._increments = found, set(), {}
+        try:
+            self.step(*args, **kwargs)
+            return self._handled
+        finally:
+            self._found = self._handled = self._increments = None
+
+    def _increment(self, p):
+        key = (p.device, p.dtype)
+        inc = self._increments.get(key)
+        if inc is None:
+            inc = self._increments[key] = (1 - self._found.to(p.device)).astype(p.dtype)
+        return inc
 
 
 class AdamW(Adam):

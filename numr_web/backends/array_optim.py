@@ -1,0 +1,40 @@
+"""Adam / AdamW's update as one primitive for the array backends (numpy; CuPy's float32 update is
+nn.cu's kernel, CudaNN.adam_update, first in CudaBackend's bases): the composed update's
+arithmetic (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation and with the
+same scalars, so float32 and float64 results are the composed ones bit for bit, without a dozen
+ops a parameter each going through the op layer; and, as the CUDA kernel, a step GradScaler's
+flag skips where the flag is set (`found`), with no select of every tensor afterwards."""
+from __future__ import annotations
+
+from .base import adam_scalars
+
+
+class ArrayOptim:
+    adam_takes_found = True
+
+    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found=None):
+        xp = self.xp
+        if p.dtype not in (xp.float32, xp.float64) or g.dtype != p.dtype or \
+                p.shape != g.shape or (m is not None and (m.dtype != p.dtype or v.dtype != p.dtype)):
+            return None                               # float16 rounds at every composed op
+        if found is not None and bool(found):
+            return (p.copy(), *(xp.zeros_like(p) if a is None else a.copy() for a in (m, v)))
+        if isinstance(step, (int, float)):
+            ss, bc = adam_scalars(lr, b1, b2, step)
+        else:           # capturable: a 0-d count in p's dtype, the corrections in that dtype too
+            ss, bc = lr / (1 - b1 ** step), xp.sqrt(1 - b2 ** step)
+        base = p
+        if decay == "decoupled":
+            base = p * factor
+        elif decay == "l2":
+            g = g + p * factor
+        a = 0.0 if m is None else m                         # _lerp(a, g, w), both of its forms
+        m = a + (g - a) * w if abs(w) < 0.5 else g - (g - a) * (1 - w)
+        gv = (g * (1 - b2)) * g
+        v = gv if v is None else v * b2 + gv
+        denom = xp.sqrt(v)
+        denom /= bc
+        denom += eps
+        upd = m * ss
+        upd /= denom
+        return base - upd, m, v
