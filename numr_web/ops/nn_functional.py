@@ -101,11 +101,16 @@ def _picked(lp, target, lead, C, w, ignore_index, what):
                          f"{(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got {target.shape}")
     labels = target.reshape(-1)
     _check_labels(labels, C, what, ignore_index, "targets")
-    hit = apply(OPS["one_hot"], _masked(labels, ignore_index), n=C, dtype=dt.bool_)
-    kept = (labels != ignore_index).astype(lp.dtype)        # rows that count
-    w_rows = (w.expand(hit.shape) * hit.astype(lp.dtype)).sum(-1) if w is not None else kept
-    picked = where(hit, lp, 0.0).sum(-1)                    # no -inf * 0 for masked classes
-    return (-picked * w_rows if w is not None else -picked), w_rows, kept
+    keep = labels != ignore_index                           # rows that count
+    idx = where(keep, labels, 0)                            # an ignored row reads class 0 ...
+    # one gather of each row's label (O(rows)), not a one-hot mask over every class (O(rows C))
+    picked = apply(OPS["gather"], lp, idx.reshape(-1, 1), axis=1).reshape(-1)
+    picked = where(keep, picked, 0.0)                       # ... and drops it (no -inf * 0)
+    kept = keep.astype(lp.dtype)
+    if w is None:
+        return -picked, kept, kept
+    w_rows = apply(OPS["gather"], w, idx, axis=0) * kept
+    return -picked * w_rows, w_rows, kept
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -161,11 +166,6 @@ def cross_entropy(logits, target, weight=None, size_average=None, ignore_index=-
         loss = loss * (1 - label_smoothing) + _reduce(smooth, w_rows, reduction, lead) * \
             (label_smoothing / C)
     return loss
-
-
-def _masked(labels, ignore_index):
-    """Labels with the ignored ones moved out of range, so that their one-hot row is empty."""
-    return where(labels == ignore_index, -1, labels) if ignore_index >= 0 else labels
 
 
 def _reduce(per_row, denom, reduction, lead):
