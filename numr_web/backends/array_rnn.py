@@ -83,3 +83,57 @@ class ArrayRNN:
         dhw[..., 2 * m:] = dn * r
         dt = h.dtype
         return self._asarray(dx, dt), self._asarray(dhw, dt), self._asarray(gw * z, dt)
+
+    # -- a whole layer and direction: the time loop inside one primitive each way ---------------------
+    def rnn_layer(self, kind, xw, h, c, w_hh, b_hh, reverse):
+        """kind "lstm" / "gru" over xw (T, B, G H), the input projections of every step, from the
+        state h (and c), with the hidden weights w_hh (G H, H) and bias b_hh (or None); steps in
+        reverse order for a backward direction. Returns (out (T, B, H), h_T, c_T or None,
+        saved): per step the hidden state it started from and what its cell saved."""
+        xp = self.xp
+        T = xw.shape[0]
+        wt = w_hh.T
+        out = xp.empty((T,) + h.shape, dtype=h.dtype)
+        h_prev = xp.empty((T,) + h.shape, dtype=h.dtype)
+        c_prev = xp.empty((T,) + h.shape, dtype=h.dtype) if kind == "lstm" else None
+        cell, tcs = [None] * T, [None] * T
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            h_prev[t] = h
+            hw = xp.matmul(h, wt)                   # gemm_bias_act's "none" layer: z, then + b
+            if b_hh is not None:
+                hw += b_hh
+            if kind == "lstm":
+                c_prev[t] = c
+                h, c, cell[t], tcs[t] = self.lstm_cell(xw[t], hw, c)
+            else:
+                h, cell[t] = self.gru_cell(xw[t], hw, h)
+            out[t] = h
+        saved = (h_prev, c_prev, xp.stack(cell) if T else None,
+                 xp.stack(tcs) if T and kind == "lstm" else None)
+        return out, h, c, saved
+
+    def rnn_layer_backward(self, kind, dout, dh, dc, w_hh, has_bias, saved, reverse):
+        """(dxw, dh_0, dc_0 or None, dw_hh, db_hh or None) from the gradients of out, h_T and c_T
+        (dh, dc may be None): the steps in reverse, then the hidden weights' gradient as one
+        GEMM over every step (K = T B) instead of one small GEMM a step."""
+        xp = self.xp
+        h_prev, c_prev, cell, tcs = saved
+        T, shape = h_prev.shape[0], h_prev.shape[1:]
+        dh = xp.zeros(shape, dtype=h_prev.dtype) if dh is None else dh
+        if kind == "lstm" and dc is None:
+            dc = xp.zeros(shape, dtype=h_prev.dtype)
+        dhw = xp.empty((T,) + shape[:-1] + (w_hh.shape[0],), dtype=h_prev.dtype)
+        dxw = dhw if kind == "lstm" else xp.empty_like(dhw)
+        for t in (range(T) if reverse else range(T - 1, -1, -1)):
+            g = dh + dout[t]
+            if kind == "lstm":
+                dhw[t], dc = self.lstm_cell_backward(g, dc, c_prev[t], cell[t], tcs[t])
+                dh = xp.matmul(dhw[t], w_hh)
+            else:
+                dxw[t], dhw[t], direct = self.gru_cell_backward(g, h_prev[t], cell[t])
+                dh = xp.matmul(dhw[t], w_hh)
+                dh += direct
+        flat = dhw.reshape(-1, dhw.shape[-1])
+        dw = xp.matmul(flat.T, h_prev.reshape(-1, shape[-1]))
+        db = flat.sum(axis=0) if has_bias else None
+        return dxw, dh, (dc if kind == "lstm" else None), dw, db

@@ -56,6 +56,9 @@ def _gru_cell(xw, hw, h, c):
     return (h - n) * z + n, None
 
 
+_LAYER_KINDS = {_lstm_cell: "lstm", _gru_cell: "gru"}   # cells a whole layer runs as one op
+
+
 def _cell_fn(mode):
     if mode == "LSTM":
         return _lstm_cell
@@ -188,6 +191,10 @@ class RNNBase(Module):
     def _direction(x, h, c, w_ih, w_hh, b_ih, b_hh, cell, reverse):
         T = x.shape[0]
         xw = linear(x, w_ih, b_ih)                      # every step's input projection: one GEMM
+        kind = _LAYER_KINDS.get(cell)
+        if kind and xw.dtype.name != "float16" and recurrent.fused(xw, h, w_hh):
+            outs = recurrent.layer(kind, xw, h, c, w_hh, b_hh, reverse)   # the loop in one op
+            return outs[0], outs[1], (outs[2] if kind == "lstm" else None)
         w_hh_t = w_hh.T
         outs = [None] * T
         steps = xw.unbind(0) if T else ()             # one split (backward: one concat)

@@ -16,7 +16,7 @@ from ..gradmode import is_create_graph
 from ..tensor import Tensor
 from ..vocab.registry import OPS, register
 from .common import check_same_device
-from .shape_ops import concat
+from .shape_ops import concat, stack
 
 
 # -- LSTM ----------------------------------------------------------------------------------------
@@ -117,3 +117,105 @@ def gru_cell(xw, hw, h):
     """h' of one GRU step from the two projections (..., 3H) and the hidden state (..., H)."""
     _check("gru_cell", 3, xw, hw, h)
     return apply(OPS["gru_cell"], xw, hw, h)
+
+
+# -- a whole layer and direction: one op, the time loop inside the backend ---------------------------
+_GATES = {"lstm": 4, "gru": 3}
+
+
+def _layer_forward(be, xw, h, *rest, kind, bias, reverse):
+    c = rest[0] if kind == "lstm" else None
+    w, b = rest[-1 - bias], (rest[-1] if bias else None)
+    out, hT, cT, saved = be.rnn_layer(kind, xw, h, c, w, b, reverse)
+    return ((out, hT, cT) if kind == "lstm" else (out, hT)), {"saved": saved}
+
+
+def _layer_vjp(n, gs):
+    kind, bias, reverse = n.attrs["kind"], n.attrs["bias"], n.attrs["reverse"]
+    xw, h = n.args[:2]
+    w = n.args[-1 - bias]
+    gout, gh = gs[0], gs[1]
+    gc = gs[2] if kind == "lstm" else None
+    gout = gout if gout is not None else xw.new_zeros(xw.shape[:-1] + (h.shape[-1],))
+    if is_create_graph():
+        grads = _layer_composed_grads(kind, n.args, bias, reverse, gout, gh, gc)
+    else:
+        be = xw._backend
+        dx, dh, dc, dw, db = be.rnn_layer_backward(
+            kind, gout._data, None if gh is None else gh._data, None if gc is None else gc._data,
+            w._data, bias, n.saved_handle("saved"), reverse)
+        wrap = lambda t: None if t is None else xw._wrap(t, xw.dtype, xw.device, be)  # noqa: E731
+        grads = (wrap(dx), wrap(dh)) + ((wrap(dc),) if kind == "lstm" else ()) + \
+            (wrap(dw),) + ((wrap(db),) if bias else ())
+    return grads
+
+
+def _layer_composed_grads(kind, args, bias, reverse, gout, gh, gc):
+    """The layer's gradients written with differentiable ops (create_graph): the forward's
+    states recomputed from the inputs, then the steps in reverse with each cell's gradients."""
+    xw, h = args[:2]
+    c = args[2] if kind == "lstm" else None
+    w, b = args[-1 - bias], (args[-1] if bias else None)
+    T = xw.shape[0]
+    order = list(range(T - 1, -1, -1) if reverse else range(T))
+    steps, saved = xw.unbind(0) if T else (), {}
+    for t in order:
+        hw = h @ w.T + b if b is not None else h @ w.T
+        saved[t] = (h, c, hw)
+        if kind == "lstm":
+            i, f, g, o = (hw + steps[t]).chunk(4, -1)
+            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+            h = o.sigmoid() * c.tanh()
+        else:
+            xr, xz, xn = steps[t].chunk(3, -1)
+            hr, hz, hn = hw.chunk(3, -1)
+            r, z = (hr + xr).sigmoid(), (hz + xz).sigmoid()
+            nn = (xn + hn * r).tanh()
+            h = (h - nn) * z + nn
+    dh = gh if gh is not None else h * 0
+    dc = (gc if gc is not None else c * 0) if kind == "lstm" else None
+    gsteps = gout.unbind(0) if T else ()
+    dxs, dw, db = [None] * T, None, None
+    for t in reversed(order):
+        hp, cp, hw = saved[t]
+        g = dh + gsteps[t]
+        if kind == "lstm":
+            dhw, dc = _lstm_composed_grads(g, dc, steps[t], hw, cp)
+            dxs[t], dh = dhw, dhw @ w
+        else:
+            dxs[t], dhw, direct = _gru_composed_grads(g, steps[t], hw, hp)
+            dh = dhw @ w + direct
+        dw = dhw.mT @ hp if dw is None else dw + dhw.mT @ hp
+        db = dhw.sum(0) if db is None else db + dhw.sum(0)
+    dx = stack(dxs, 0) if T else xw * 0
+    dw = dw if dw is not None else w * 0
+    out = (dx, dh) + ((dc,) if kind == "lstm" else ()) + (dw,)
+    return out + ((db if db is not None else b * 0,) if bias else ())
+
+
+register("rnn_layer", _layer_forward, _layer_vjp, backward_name="RnnLayerBackward")
+
+
+def layer(kind, xw, h, c, w_hh, b_hh, reverse):
+    """One layer and direction of an LSTM ("lstm") or GRU ("gru") over the input projections
+    xw (T, B, G H) from the state h (c: the LSTM's cell state, else None): (out (T, B, H), h_T,
+    c_T) for an LSTM, (out, h_T) for a GRU. The time loop runs inside the backend, and the
+    backward takes the hidden weights' gradient as one GEMM over every step."""
+    gates = _GATES[kind]
+    ts = [xw, h, w_hh] + ([c] if kind == "lstm" else []) + ([b_hh] if b_hh is not None else [])
+    for t in ts:
+        if not isinstance(t, Tensor):
+            raise DTypeError(f"{kind} layer: the projections, states and weights must be Tensors")
+    check_same_device(*ts)
+    m = h.shape[-1]
+    if xw.ndim != 3 or h.shape != xw.shape[1:2] + (m,) or xw.shape[-1] != gates * m or \
+            w_hh.shape != (gates * m, m) or (c is not None and c.shape != h.shape) or \
+            (b_hh is not None and b_hh.shape != (gates * m,)):
+        raise ShapeError(f"{kind} layer: projections {xw.shape} must be (T, B, {gates} H), the "
+                         f"states {h.shape} (B, H), the hidden weights {w_hh.shape} "
+                         f"({gates} H, H) and their bias ({gates} H,)")
+    if any(t.dtype is not xw.dtype for t in ts) or not xw.dtype.is_floating:
+        raise DTypeError(f"{kind} layer: the projections, states and weights must share one "
+                         f"floating dtype; got {', '.join(t.dtype.name for t in ts)}")
+    args = [xw, h] + ([c] if kind == "lstm" else []) + [w_hh] + ([b_hh] if b_hh is not None else [])
+    return apply(OPS["rnn_layer"], *args, kind=kind, bias=b_hh is not None, reverse=bool(reverse))
