@@ -26,14 +26,13 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, f
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
                        zeros_like)
 from .vocab.activations import ACT
-from .ops.elementwise import (abs, act_backward, activation, clamp, cos, erf, exp, expm1,
-                              floor_divide, gelu, log, log1p, maximum, minimum, neg, pow, relu,
-                              remainder, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh, where)
+from .ops.elementwise import (act_backward, activation, clamp, floor_divide, gelu, maximum,
+                              minimum, pow, relu, remainder, sigmoid, silu, tanh, where)
 from .ops.math_ops import (  # noqa: A004
-    acos, allclose, arccos, arcsin, arctan, arctan2, asin, atan, atan2, ceil, cosh, eq, equal, exp2,
-    fix, floor, fmod, frac, ge, greater, greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf,
-    isposinf, le, lerp, less, less_equal, log2, log10, logical_and, logical_not, logical_or,
-    logical_xor, lt, nan_to_num, ne, not_equal, reciprocal, round, sinh, square, tan, trunc)
+    allclose, arccos, arcsin, arctan, arctan2, atan2, eq, equal, fix, fmod, frac, ge, greater,
+    greater_equal, gt, isclose, isfinite, isinf, isnan, isneginf, isposinf, le, lerp, less,
+    less_equal, logical_and, logical_not, logical_or, logical_xor, lt, nan_to_num, ne, not_equal,
+    round, square)
 from .ops.composites import (addmm, amax, amin, bmm, count_nonzero, cumprod, cumsum, diag,
                              diagonal, diff, dot, logcumsumexp,
                              mm, moveaxis, movedim, mv, norm, outer, repeat_interleave, roll,
@@ -77,8 +76,7 @@ clip = clamp
 
 # the module-level functions check their tensor argument first (a typed error naming what came)
 from .ops.common import tensor_first as _tensor_first  # noqa: E402
-for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1", "gelu", "log",
-              "log1p", "neg", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "tanh",
+for _name in ("activation", "clamp", "clip", "gelu", "relu", "sigmoid", "silu", "tanh",
               "all", "any", "argmax", "argmin", "log_softmax", "logsumexp", "max", "mean", "min", "prod",
               "softmax", "std", "sum", "var", "matmul", "matmul_bias_activation", "chunk", "clone",
               "contiguous", "expand", "flatten", "narrow", "permute", "reshape", "split", "squeeze",
@@ -92,7 +90,8 @@ for _name in ("abs", "activation", "clamp", "clip", "cos", "erf", "exp", "expm1"
 from .ops.elementwise import TABLE_FUNCTIONS as _table_functions  # noqa: E402
 for _name, _fn in _table_functions.items():
     globals()[_name] = _tensor_first(_fn, _name)
-# the public rows of the elementwise table (numr_web/vocab/elementwise.py) as nr.<name>
+# the public rows of the elementwise table (numr_web/vocab/elementwise.py) as nr.<name>: abs, exp,
+# floor, ..., xlogy (the unary ones check their tensor argument as above)
 from .ops.generated import FUNCTIONS as _row_functions, UNARY as _row_unary  # noqa: E402
 for _name, _fn in _row_functions.items():
     globals()[_name] = _tensor_first(_fn, _name) if _name in _row_unary else _fn

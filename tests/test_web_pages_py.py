@@ -135,3 +135,29 @@ def test_playground_offers_every_activation_of_the_table():
     for n in nr.ACT:
         assert f"matmul_bias_activation {n}" in names
         assert n == "none" or {n, f"{n} extreme", f"matmul_bias_activation {n} 2nd order"} <= names
+
+
+def test_parity_page_checks_every_public_elementwise_row():
+    """Each public row of the elementwise table is a parity case of its own name, its inputs drawn
+    (kind r<lo>:<hi>) from the row's domain, and natively it computes torch's function of them."""
+    import numpy as np
+    import torch
+
+    import numr_web as nr
+    from numr_web.vocab.elementwise import rows
+    pc = _load("parity_cases")
+    by_name = {c.name: c for c in pc.CASES}
+    assert len(by_name) == len(pc.CASES)                  # the page looks cases up by name
+    torch_fn = {"cbrt": lambda t: t.sign() * t.abs() ** (1 / 3)}
+    for r in rows(public=True):
+        c = by_name[r.name]
+        assert [k for _, k, _ in c.inputs] == [f"r{lo}:{hi}" for lo, hi in r.domain], r.name
+        data = {v: pc.make_data(k, s, f"{r.name}/{v}") for v, k, s in c.inputs}
+        for (v, _, s), (lo, hi) in zip(c.inputs, r.domain):
+            xs = np.array(data[v])
+            assert xs.size == pc.numel(s) and lo <= xs.min() < xs.max() <= hi, r.name
+            assert xs.max() - xs.min() > (hi - lo) / 2          # spread over the domain
+        outs, _, _ = asyncio.run(pc.run_case(nr, c, data, "cpu"))
+        ref = (torch_fn[r.name] if r.name in torch_fn else getattr(torch, r.name))(
+            *[torch.tensor(data[v], dtype=torch.float64) for v, _, _ in c.inputs])
+        np.testing.assert_allclose(outs["y"], ref.numpy(), rtol=2e-6, atol=1e-6, err_msg=r.name)

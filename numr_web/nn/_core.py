@@ -11,8 +11,9 @@ from ..ops.activations import get_act  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ..ops.convolution import (PADDING_MODES, adaptive_avg_pool2d, avg_pool2d,  # noqa: F401
                                conv2d, conv2d_bias_activation, max_pool2d)
-from ..ops.elementwise import (activation, expm1, gelu, maximum, minimum,  # noqa: F401
-                               relu, sigmoid, silu, sqrt, tanh, where)
+from ..ops.elementwise import (activation, gelu, maximum, minimum,  # noqa: F401
+                               relu, sigmoid, silu, tanh, where)
+from ..ops.generated import FUNCTIONS as _rows
 from ..ops.indexing import embedding  # noqa: F401
 from ..ops.linalg import matmul, matmul_bias_activation  # noqa: F401
 from ..ops.padding import pad  # noqa: F401
@@ -24,6 +25,8 @@ from ..ops.normalization import dropout, layer_norm, rms_norm  # noqa: F401
 from ..ops.reductions import log_softmax, softmax  # noqa: F401
 from ..ops.shape_ops import concat, stack  # noqa: F401
 from ..tensor import Tensor  # noqa: F401
+
+expm1 = _rows["expm1"]                # generated from its elementwise row
 
 
 def is_floating(dtype):

@@ -1,5 +1,6 @@
 """Elementwise ops: the rows of numr_web/vocab/elementwise.py registered as ops (a forward on the
-row's kernel family, the row's VJP), the public functions with their dtype rules, where, astype,
+row's kernel family, the row's VJP), `unary` / `binary` with their dtype rules (the public rows'
+functions call them: ops/generated.py), the binary arithmetic with special cases, where, clamp,
 the activations of the ACT table and their fused backward, and the Tensor's operators.
 
 Kernel families: "unary" (x -> out), "binary" (a, b -> out of the operands' dtype; one operand may
@@ -341,20 +342,6 @@ def where(condition, input, other):  # noqa: A002 (torch's names)
     return apply(OPS["where"], cond, a.expand(shape), b.expand(shape))
 
 
-def neg(x): return unary("neg", x)
-def abs(x): return unary("abs", x)           # noqa: A001
-def exp(x): return unary("exp", x)
-def log(x): return unary("log", x)
-def sqrt(x): return unary("sqrt", x)
-def sin(x): return unary("sin", x)
-def cos(x): return unary("cos", x)
-def sign(x): return unary("sign", x)
-def erf(x): return unary("erf", x)
-def log1p(x): return unary("log1p", x)
-def expm1(x): return unary("expm1", x)
-def rsqrt(x): return unary("rsqrt", x)
-
-
 def clamp(x, min=None, max=None):  # noqa: A002
     """Limit x to [min, max] (either may be None); the gradient passes where x is inside,
     boundaries included (torch's)."""
@@ -378,6 +365,14 @@ def minimum(a, b): return binary("minimum", a, b)
 def floor_divide(a, b): return binary("floor_divide", a, b)
 def remainder(a, b): return binary("remainder", a, b)
 def pow(a, b): return binary("pow", a, b)    # noqa: A001
+
+
+def _neg(x):
+    return unary("neg", x)            # -x; nr.neg, x.neg() and x.neg_() are generated from the row
+
+
+def _abs(x):
+    return unary("abs", x)            # abs(x); nr.abs and x.abs() likewise
 
 
 def _pos(x):
@@ -429,9 +424,7 @@ ElementwiseMethods = method_class(
     __or__=_b("bitwise_or"), __ror__=_b("bitwise_or", True),
     __xor__=_b("bitwise_xor"), __rxor__=_b("bitwise_xor", True),
     __eq__=_eq, __ne__=_ne, __lt__=_b("lt"), __le__=_b("le"), __gt__=_b("gt"), __ge__=_b("ge"),
-    __neg__=neg, __pos__=_pos, __abs__=abs, __invert__=_invert,
-    exp=exp, log=log, sqrt=sqrt, abs=abs, neg=neg, sin=sin, cos=cos, sign=sign, erf=erf,
-    log1p=log1p, expm1=expm1, rsqrt=rsqrt, clamp=clamp, clip=clamp,
+    __neg__=_neg, __pos__=_pos, __abs__=_abs, __invert__=_invert, clamp=clamp, clip=clamp,
     relu=relu, sigmoid=sigmoid, tanh=tanh, maximum=maximum, minimum=minimum, pow=pow,
     logical_not=_invert,
 )

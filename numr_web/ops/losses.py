@@ -19,10 +19,12 @@ from ..gradmode import is_grad_enabled, no_grad
 from ..autocast_state import active as amp_active, cast as amp_cast, lowers as amp_lowers
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
-from .elementwise import abs as _abs
-from .elementwise import exp, log, log1p, maximum, sigmoid, where
+from .elementwise import maximum, sigmoid, where
+from .generated import FUNCTIONS
 from .nn_functional import check_reduction, legacy_reduction
 from ..vocab.registry import OPS, register
+
+_abs, exp, log, log1p = (FUNCTIONS[n] for n in ("abs", "exp", "log", "log1p"))   # generated rows
 
 
 def _bce_vjp(n, g):

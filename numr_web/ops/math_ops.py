@@ -1,7 +1,7 @@
-"""The rest of torch's elementwise math: the public functions of rounding, reciprocal,
-exp2/log2/log10, tan, the hyperbolic and inverse trigonometric functions, fmod and atan2 (their
-rows, kernels and VJPs: numr_web/vocab/elementwise.py), and the predicates and comparisons torch has
-as functions (composites of existing rows: no kernel).
+"""The rest of torch's elementwise math: round (decimals=), frac, fmod and atan2 (their rows,
+kernels and VJPs: numr_web/vocab/elementwise.py; the other rows' functions are generated:
+ops/generated.py), numpy's aliases (arcsin, fix, ...), and the predicates and comparisons torch
+has as functions (composites of existing rows: no kernel).
 """
 from __future__ import annotations
 
@@ -17,40 +17,29 @@ from .generated import FUNCTIONS
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
-_ROUNDING = ("floor", "ceil", "round", "trunc")      # the "round" rows of vocab/elementwise.py
-
-
-def _rounding(name):
-    def fn(x):
-        need_tensor(x, name)
-        if not x.dtype.is_floating:            # integers are already whole (torch returns them)
-            if x.dtype is dt.bool_:
-                raise DTypeError(f"{name} of a bool tensor is not defined (as in torch); convert "
-                                 "it with .astype('int32') or .float()")
-            return x.clone()
-        return unary(name, x)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"torch.{name}: elementwise, float tensors (integer tensors are returned as a copy)."
-    return fn
-
-
-floor, ceil, _round, trunc = (_rounding(n) for n in _ROUNDING)
-
-
 def round(x, decimals=0):  # noqa: A001
-    """Half to even (torch.round); with decimals, round(x 10^d) / 10^d as torch computes it."""
+    """Half to even (torch.round); with decimals, round(x 10^d) / 10^d as torch computes it. Not
+    generated from its row: decimals= is no row's argument."""
     if not isinstance(decimals, int) or isinstance(decimals, bool):
         raise DTypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
-    if decimals == 0 or not isinstance(x, Tensor) or not x.dtype.is_floating:
-        return _round(x)
+    need_tensor(x, "round")
+    if not x.dtype.is_floating:                # integers are already whole (torch returns them)
+        if x.dtype is dt.bool_:
+            raise DTypeError("round of a bool tensor is not defined (as in torch); convert it "
+                             "with .astype('int32') or .float()")
+        return x.clone()
+    if decimals == 0:
+        return unary("round", x)
     if decimals < 0:                 # torch divides by 10^-d (exact), not x * 10^d (inexact)
         scale = 10.0 ** -decimals
-        return _round(x / scale) * scale
+        return unary("round", x / scale) * scale
     scale = 10.0 ** decimals
-    return _round(x * scale) / scale
-# the float math rows are public (numr_web/vocab/elementwise.py): generated, named here too
-reciprocal, exp2, log2, log10, tan, sinh, cosh, asin, acos, atan = (FUNCTIONS[n] for n in (
-    "reciprocal", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asin", "acos", "atan"))
+    return unary("round", x * scale) / scale
+
+
+# public rows (numr_web/vocab/elementwise.py): generated; the ones used or aliased here
+reciprocal, trunc, asin, acos, atan = (FUNCTIONS[n] for n in (
+    "reciprocal", "trunc", "asin", "acos", "atan"))
 arcsin, arccos, arctan, fix = asin, acos, atan, trunc
 
 
@@ -212,7 +201,8 @@ def lerp(start, end, weight):
 
 MathOpsMethods = method_class(
     "MathOpsMethods",
-    floor=floor, ceil=ceil, round=round, trunc=trunc, fix=fix, frac=frac, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod, atan2=atan2, arctan2=atan2,
+    round=round, fix=fix, frac=frac, arcsin=asin, arccos=acos, arctan=atan, fmod=fmod,
+    atan2=atan2, arctan2=atan2,
     isnan=isnan, isinf=isinf, isposinf=isposinf, isneginf=isneginf, isfinite=isfinite,
     nan_to_num=nan_to_num, square=square, logical_and=logical_and, logical_or=logical_or,
     logical_xor=logical_xor, eq=eq, ne=ne, lt=lt, le=le, gt=gt, ge=ge, greater=gt,

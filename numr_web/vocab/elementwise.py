@@ -11,8 +11,10 @@ place. A row gives
     this layer imports no op): unary g, x, y -> gx; binary g, a, b, y -> (ga, gb), a or b possibly
     a Python number (y: the output, given when `save_out`); None: not differentiable;
     `reads`: False when the VJP needs no saved tensor (only shapes);
-  * `public`: the op layer makes nr.<name>, the method x.<name>(), the in-place x.<name>_() and
-    the package export from the row (rows without it have hand-written functions in ops/);
+  * `public`: the op layer makes nr.<name>(input[, other]), the method x.<name>(), the in-place
+    x.<name>_() and the package export from the row; rows without it are internal (bitwise_not,
+    the compares: operators) or have hand-written functions in ops/ for what a row cannot say
+    (round's decimals=, the binary arithmetic's scalar and dtype special cases);
   * `domain`: the inputs parity tests draw (one (lo, hi) per operand).
 """
 from __future__ import annotations
@@ -122,27 +124,30 @@ def _compare(name, numpy):
 
 # -- THE ROWS: their order is each family's kernel numbering ------------------------------------------
 ROWS = {r.name: r for r in (
-    _u("neg", "negative", lambda g, x, y: -g, reads=False),
-    _u("abs", "abs", lambda g, x, y: g * x.sign()),
-    _u("exp", "exp", lambda g, x, y: g * y, dtype="float", save_out=True),   # exp' = exp: reuse y
-    _u("log", "log", lambda g, x, y: g / x, dtype="float", domain=[(0.1, 3.0)]),
+    _u("neg", "negative", lambda g, x, y: -g, reads=False, public=True),
+    _u("abs", "abs", lambda g, x, y: g * x.sign(), public=True),
+    _u("exp", "exp", lambda g, x, y: g * y, dtype="float", save_out=True,   # exp' = exp: reuse y
+       public=True),
+    _u("log", "log", lambda g, x, y: g / x, dtype="float", domain=[(0.1, 3.0)], public=True),
     _u("sqrt", "sqrt", lambda g, x, y: g / (y * 2), dtype="float", save_out=True,
-       domain=[(0.1, 3.0)]),
-    _u("sin", "sin", lambda g, x, y: g * x.cos(), dtype="float"),
-    _u("cos", "cos", lambda g, x, y: -(g * x.sin()), dtype="float"),
-    _u("sign", _sign, _zero, reads=False),
-    _u("erf", erf_xp, lambda g, x, y: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI, dtype="float"),
-    _u("log1p", "log1p", lambda g, x, y: g / (x + 1), dtype="float", domain=[(-0.5, 2.0)]),
+       domain=[(0.1, 3.0)], public=True),
+    _u("sin", "sin", lambda g, x, y: g * x.cos(), dtype="float", public=True),
+    _u("cos", "cos", lambda g, x, y: -(g * x.sin()), dtype="float", public=True),
+    _u("sign", _sign, _zero, reads=False, public=True),
+    _u("erf", erf_xp, lambda g, x, y: g * (x * x * -1).exp() * _TWO_OVER_SQRT_PI, dtype="float",
+       public=True),
+    _u("log1p", "log1p", lambda g, x, y: g / (x + 1), dtype="float", domain=[(-0.5, 2.0)],
+       public=True),
     # expm1' = exp, not y + 1: that cancels to 0 where exp(x) is below float32's epsilon
-    _u("expm1", "expm1", lambda g, x, y: g * x.exp(), dtype="float"),
+    _u("expm1", "expm1", lambda g, x, y: g * x.exp(), dtype="float", public=True),
     _u("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda g, x, y: g * y ** 3 * -0.5, dtype="float",
-       save_out=True, domain=[(0.1, 3.0)]),
+       save_out=True, domain=[(0.1, 3.0)], public=True),
     _u("bitwise_not", "invert", None, dtype="int"),
     # rounding: zero gradient almost everywhere, as torch
-    _u("floor", "floor", _zero, dtype="round", reads=False),
-    _u("ceil", "ceil", _zero, dtype="round", reads=False),
+    _u("floor", "floor", _zero, dtype="round", reads=False, public=True),
+    _u("ceil", "ceil", _zero, dtype="round", reads=False, public=True),
     _u("round", _round, _zero, dtype="round", reads=False),
-    _u("trunc", "trunc", _zero, dtype="round", reads=False),
+    _u("trunc", "trunc", _zero, dtype="round", reads=False, public=True),
     # float math; derivatives reuse the output where it is their ingredient
     _u("reciprocal", "reciprocal", lambda g, x, y: -(g * y * y), dtype="float", public=True, save_out=True,
        domain=[(0.5, 3.0)]),
