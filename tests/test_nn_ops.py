@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import numr_web as nr
+from numr_web.ops import recurrent
 
 from helpers import fdtype
 
@@ -115,7 +116,44 @@ CASES = [
     ("batch_norm", lambda x, w, b: nr.nn.functional.batch_norm(x, None, None, w, b, training=True),
      lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
      [R(4, 3, 5), R(3), R(3)]),
+    ("lstm_cell", recurrent.lstm_cell, lambda xw, hw, c: _torch_lstm(xw, hw, c),
+     [R(3, 8), R(3, 8), R(3, 2)]),
+    ("gru_cell", recurrent.gru_cell, lambda xw, hw, h: _torch_gru(xw, hw, h),
+     [R(3, 6), R(3, 6), R(3, 2)]),
+    ("rnn_layer_lstm", lambda xw, h, c, w, b: recurrent.layer("lstm", xw, h, c, w, b, False),
+     lambda xw, h, c, w, b: _torch_layer("lstm", xw, h, c, w, b, False),
+     [R(4, 2, 12), R(2, 3), R(2, 3), R(12, 3), R(12)]),
+    ("rnn_layer_gru_reverse", lambda xw, h, w: recurrent.layer("gru", xw, h, None, w, None, True),
+     lambda xw, h, w: _torch_layer("gru", xw, h, None, w, None, True),
+     [R(5, 2, 9), R(2, 3), R(9, 3)]),
 ]
+
+
+def _torch_lstm(xw, hw, c):
+    """torch's LSTM cell arithmetic (its CPU cell's order), written here as the reference."""
+    i, f, g, o = (hw + xw).chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def _torch_gru(xw, hw, h):
+    xr, xz, xn = xw.chunk(3, -1)
+    hr, hz, hn = hw.chunk(3, -1)
+    r, z = torch.sigmoid(hr + xr), torch.sigmoid(hz + xz)
+    n = torch.tanh(xn + hn * r)
+    return (h - n) * z + n
+
+
+def _torch_layer(kind, xw, h, c, w, b, reverse):
+    outs = [None] * xw.shape[0]
+    for t in (reversed(range(xw.shape[0])) if reverse else range(xw.shape[0])):
+        hw = h @ w.T + (b if b is not None else 0)
+        if kind == "lstm":
+            h, c = _torch_lstm(xw[t], hw, c)
+        else:
+            h = _torch_gru(xw[t], hw, h)
+        outs[t] = h
+    return (torch.stack(outs), h) + ((c,) if kind == "lstm" else ())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -216,11 +216,13 @@ def test_every_op_row_is_tested():
     import test_nn_ops     # the model-building ops are tested there, against torch
     covered = {r for c in CASES for r in c[1]} | NON_DIFFERENTIABLE | {"slice", "unslice"} | \
         {"log1p", "expm1", "rsqrt", "clone", "gather", "scatter_add", "layer_norm", "attention",
-         "im2col", "col2im", "split", "conv2d", "max_pool2d", "batch_norm"} | \
+         "im2col", "col2im", "split", "conv2d", "max_pool2d", "batch_norm", "lstm_cell",
+         "gru_cell", "rnn_layer"} | \
         {"max_pool2d_backward"}     # (its VJP: differential/test_conv_pool.py, second derivatives)
     assert {c[0] for c in test_nn_ops.CASES} >= {"log1p", "expm1", "rsqrt", "clone", "layer_norm",
                                                  "sdpa", "conv2d", "max_pool2d", "split",
-                                                 "batch_norm"}
+                                                 "batch_norm", "lstm_cell", "gru_cell",
+                                                 "rnn_layer_lstm", "rnn_layer_gru_reverse"}
     for name, op in OPS.items():
         assert (op.vjp is None) == (name in NON_DIFFERENTIABLE), name
         assert name in covered, f"op {name} has no test case"

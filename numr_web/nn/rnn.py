@@ -1,8 +1,10 @@
 """Recurrent layers with torch's parameters, shapes and formulas: RNN (tanh / relu), LSTM, GRU and
 their one-step cells. Composed from the engine's ops, so they run (and differentiate) on every
 device: per layer and direction one GEMM projects the whole input sequence, then each time step
-is one fused GEMM + bias of the hidden state and the cell: one op each way on numpy and CuPy
-(numr_web/ops/recurrent.py), a few elementwise ops elsewhere (fused into one kernel on webgpu). The gate formulas and their order of operations are torch's CPU cells':
+is one fused GEMM + bias of the hidden state and the cell (numr_web/ops/recurrent.py: on numpy
+and CuPy an LSTM / GRU layer is one op each way; elsewhere a few elementwise ops a step, fused
+into one kernel on webgpu). The gate formulas and their order of operations are torch's CPU
+cells':
 
     RNN   h' = act((W_ih x + b_ih) + (W_hh h + b_hh))
     LSTM  i, f, g, o = chunk(4) of (W_hh h + b_hh) + (W_ih x + b_ih)
@@ -38,25 +40,14 @@ def _rnn_cell(act):
 
 
 def _lstm_cell(xw, hw, h, c):
-    if recurrent.fused(xw, hw, c):            # one op each way (numpy, CuPy)
-        return recurrent.lstm_cell(xw, hw, c)
-    i, f, g, o = (hw + xw).chunk(4, -1)
-    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c.tanh(), c
+    return recurrent.lstm_cell(xw, hw, c)     # one op each way on numpy and CuPy
 
 
 def _gru_cell(xw, hw, h, c):
-    if recurrent.fused(xw, hw, h):
-        return recurrent.gru_cell(xw, hw, h), None
-    xr, xz, xn = xw.chunk(3, -1)
-    hr, hz, hn = hw.chunk(3, -1)
-    r = (hr + xr).sigmoid()
-    z = (hz + xz).sigmoid()
-    n = (xn + hn * r).tanh()
-    return (h - n) * z + n, None
+    return recurrent.gru_cell(xw, hw, h), None
 
 
-_LAYER_KINDS = {_lstm_cell: "lstm", _gru_cell: "gru"}   # cells a whole layer runs as one op
+_LAYER_KINDS = {_lstm_cell: "lstm", _gru_cell: "gru"}   # cells whose layer is recurrent.layer
 
 
 def _cell_fn(mode):
@@ -192,8 +183,8 @@ class RNNBase(Module):
         T = x.shape[0]
         xw = linear(x, w_ih, b_ih)                      # every step's input projection: one GEMM
         kind = _LAYER_KINDS.get(cell)
-        if kind and xw.dtype.name != "float16" and recurrent.fused(xw, h, w_hh):
-            outs = recurrent.layer(kind, xw, h, c, w_hh, b_hh, reverse)   # the loop in one op
+        if kind:          # the loop in one op on numpy and CuPy, composed elsewhere
+            outs = recurrent.layer(kind, xw, h, c, w_hh, b_hh, reverse)
             return outs[0], outs[1], (outs[2] if kind == "lstm" else None)
         w_hh_t = w_hh.T
         outs = [None] * T

@@ -1,8 +1,11 @@
-"""The LSTM and GRU cells as one op each: the gate activations and the state update in one
-backend primitive forward and one backward (`fused_cells` backends: numpy, CuPy), with the
-activated gates saved, so the backward recomputes nothing. Under create_graph the VJP is written
-with differentiable ops from the inputs (higher-order gradients). nn/rnn.py composes the cells
-from ops on backends without the primitive (webgpu, whose elementwise fusion merges them).
+"""The LSTM and GRU cells, and a whole layer and direction of them, as one op each: the gate
+activations and the state update in one backend primitive forward and one backward
+(`fused_cells` backends: numpy, CuPy), with the activated gates saved, so the backward
+recomputes nothing; a layer runs its time loop in the backend and takes the hidden weights'
+gradient as one GEMM over every step. Under create_graph the VJPs are written with
+differentiable ops from the inputs (higher-order gradients). On backends without the primitives
+(webgpu, whose elementwise fusion merges the gate arithmetic) the same functions compose the
+cells from ops.
 
     LSTM  i, f, g, o = chunk(4) of hw + xw;  c' = f c + i g;  h' = o tanh(c')
     GRU   r = sigmoid(h_r + x_r), z = sigmoid(h_z + x_z), n = tanh(x_n + h_n r),
@@ -16,6 +19,7 @@ from ..gradmode import is_create_graph
 from ..tensor import Tensor
 from ..vocab.registry import OPS, register
 from .common import check_same_device
+from .linalg import matmul_bias_activation
 from .shape_ops import concat, stack
 
 
@@ -37,6 +41,12 @@ def _lstm_vjp(n, gs):
                                         n.saved_handle("gates"), n.saved_handle("tc"))
         d, dc = (xw._wrap(h, xw.dtype, xw.device, be) for h in (dh, dch))
     return d, d, dc
+
+
+def _lstm_composed(xw, hw, c):
+    i, f, g, o = (hw + xw).chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
 
 
 def _lstm_composed_grads(gh, gc, xw, hw, c):
@@ -71,6 +81,14 @@ def _gru_vjp(n, g):
     return tuple(xw._wrap(t, xw.dtype, xw.device, be) for t in (dx, dhw, dh))
 
 
+def _gru_composed(xw, hw, h):
+    xr, xz, xn = xw.chunk(3, -1)
+    hr, hz, hn = hw.chunk(3, -1)
+    r, z = (hr + xr).sigmoid(), (hz + xz).sigmoid()
+    n = (xn + hn * r).tanh()
+    return (h - n) * z + n
+
+
 def _gru_composed_grads(g, xw, hw, h):
     xr, xz, xn = xw.chunk(3, -1)
     hr, hz, hn = hw.chunk(3, -1)
@@ -100,23 +118,20 @@ def _check(name, gates, xw, hw, state):
                          f"got {xw.dtype.name}, {hw.dtype.name}, {state.dtype.name}")
 
 
-def fused(*ts):
-    """Whether the fused cells run these tensors (their backend has the primitives and they
-    share one floating dtype; otherwise the cell is composed of ops)."""
-    d = ts[0].dtype
-    return ts[0]._backend.fused_cells and d.is_floating and all(t.dtype is d for t in ts)
-
-
 def lstm_cell(xw, hw, c):
     """(h', c') of one LSTM step from the two projections (..., 4H) and the cell state (..., H)."""
     _check("lstm_cell", 4, xw, hw, c)
-    return apply(OPS["lstm_cell"], xw, hw, c)
+    if xw._backend.fused_cells:
+        return apply(OPS["lstm_cell"], xw, hw, c)
+    return _lstm_composed(xw, hw, c)
 
 
 def gru_cell(xw, hw, h):
     """h' of one GRU step from the two projections (..., 3H) and the hidden state (..., H)."""
     _check("gru_cell", 3, xw, hw, h)
-    return apply(OPS["gru_cell"], xw, hw, h)
+    if xw._backend.fused_cells:
+        return apply(OPS["gru_cell"], xw, hw, h)
+    return _gru_composed(xw, hw, h)
 
 
 # -- a whole layer and direction: one op, the time loop inside the backend ---------------------------
@@ -163,15 +178,9 @@ def _layer_composed_grads(kind, args, bias, reverse, gout, gh, gc):
         hw = h @ w.T + b if b is not None else h @ w.T
         saved[t] = (h, c, hw)
         if kind == "lstm":
-            i, f, g, o = (hw + steps[t]).chunk(4, -1)
-            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-            h = o.sigmoid() * c.tanh()
+            h, c = _lstm_composed(steps[t], hw, c)
         else:
-            xr, xz, xn = steps[t].chunk(3, -1)
-            hr, hz, hn = hw.chunk(3, -1)
-            r, z = (hr + xr).sigmoid(), (hz + xz).sigmoid()
-            nn = (xn + hn * r).tanh()
-            h = (h - nn) * z + nn
+            h = _gru_composed(steps[t], hw, h)
     dh = gh if gh is not None else h * 0
     dc = (gc if gc is not None else c * 0) if kind == "lstm" else None
     gsteps = gout.unbind(0) if T else ()
@@ -217,5 +226,24 @@ def layer(kind, xw, h, c, w_hh, b_hh, reverse):
     if any(t.dtype is not xw.dtype for t in ts) or not xw.dtype.is_floating:
         raise DTypeError(f"{kind} layer: the projections, states and weights must share one "
                          f"floating dtype; got {', '.join(t.dtype.name for t in ts)}")
+    if not xw._backend.fused_cells or xw.dtype.name == "float16":
+        return _layer_composed(kind, xw, h, c, w_hh, b_hh, reverse)
     args = [xw, h] + ([c] if kind == "lstm" else []) + [w_hh] + ([b_hh] if b_hh is not None else [])
     return apply(OPS["rnn_layer"], *args, kind=kind, bias=b_hh is not None, reverse=bool(reverse))
+
+
+def _layer_composed(kind, xw, h, c, w_hh, b_hh, reverse):
+    """The layer step by step: one fused GEMM + bias of the hidden state and one cell a step."""
+    T = xw.shape[0]
+    w_t = w_hh.T
+    outs = [None] * T
+    steps = xw.unbind(0) if T else ()                 # one split (backward: one concat)
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        hw = matmul_bias_activation(h, w_t, b_hh)
+        if kind == "lstm":
+            h, c = lstm_cell(steps[t], hw, c)
+        else:
+            h = gru_cell(steps[t], hw, h)
+        outs[t] = h
+    out = stack(outs, 0) if T else xw.new_zeros((0,) + tuple(h.shape))
+    return (out, h, c) if kind == "lstm" else (out, h)
