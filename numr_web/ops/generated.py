@@ -4,6 +4,8 @@ generated: the function nr.<name>, the Tensor method x.<name>(...) and the packa
 added to the table is therefore an op on every device with no code here."""
 from __future__ import annotations
 
+import inspect
+
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..vocab.elementwise import rows
@@ -13,6 +15,8 @@ from .elementwise import binary, unary
 
 def _unary_function(row):
     name = row.name
+    if row.options:
+        return _unary_with_options(row)
 
     def fn(input):  # noqa: A002 (torch's name)
         x = need_tensor(input, name)
@@ -22,6 +26,23 @@ def _unary_function(row):
                                  "it with .astype('int32') or .float()")
             return x.clone()                    # integers are already whole (torch returns them)
         return unary(name, x)
+    return fn
+
+
+def _unary_with_options(row):
+    """fn(input, <option>=<default>, ...): the options bound as Python binds arguments (a wrong
+    name or count is Python's TypeError), then the row's prepare(x, **options) runs first."""
+    P = inspect.Parameter
+    sig = inspect.Signature([P("input", P.POSITIONAL_OR_KEYWORD)] + [
+        P(k, P.POSITIONAL_OR_KEYWORD, default=v) for k, v in row.options.items()])
+
+    def fn(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        opts = dict(bound.arguments)
+        x = need_tensor(opts.pop("input"), row.name)
+        return unary(row.name, row.prepare(x, **opts))
+    fn.__signature__ = sig
     return fn
 
 

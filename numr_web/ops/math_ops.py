@@ -17,12 +17,12 @@ from .generated import FUNCTIONS
 _LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
-def round(x, decimals=0):  # noqa: A001
+def round(input, *, decimals=0):  # noqa: A001, A002 (torch's names)
     """Half to even (torch.round); with decimals, round(x 10^d) / 10^d as torch computes it. Not
     generated from its row: decimals= is no row's argument."""
     if not isinstance(decimals, int) or isinstance(decimals, bool):
         raise DTypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
-    need_tensor(x, "round")
+    x = need_tensor(input, "round")
     if not x.dtype.is_floating:                # integers are already whole (torch returns them)
         if x.dtype is dt.bool_:
             raise DTypeError("round of a bool tensor is not defined (as in torch); convert it "

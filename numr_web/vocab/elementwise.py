@@ -15,7 +15,10 @@ place. A row gives
     x.<name>_() and the package export from the row; rows without it are internal (bitwise_not,
     the compares: operators) or have hand-written functions in ops/ for what a row cannot say
     (round's decimals=, the binary arithmetic's scalar and dtype special cases);
-  * `domain`: the inputs parity tests draw (one (lo, hi) per operand).
+  * `domain`: the inputs parity tests draw (one (lo, hi) per operand);
+  * `options`: keyword arguments of the public function besides the operands, with their
+    defaults, and `prepare(x, **options)`: the operand as the kernel then takes it (logit's eps
+    clamps the input).
 """
 from __future__ import annotations
 
@@ -32,16 +35,17 @@ _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 class Elem:
     __slots__ = ("name", "family", "numpy", "vjp", "dtype", "save_out", "reads", "public",
-                 "domain", "doc")
+                 "domain", "doc", "options", "prepare")
 
     def __init__(self, name, family, numpy, vjp=None, dtype="any", save_out=False, reads=True,
-                 public=False, domain=None, doc=None):
+                 public=False, domain=None, doc=None, options=None, prepare=None):
         if family not in KERNEL_FAMILIES or dtype not in DTYPE_CLASSES:
             raise ValueError(f"elementwise row {name}: family {family!r} / dtype {dtype!r}")
         self.name, self.family, self.numpy, self.vjp, self.dtype = name, family, numpy, vjp, dtype
         self.save_out, self.reads, self.public, self.doc = save_out, reads, public, doc
         arity = 1 if family == "unary" else 2
         self.domain = tuple(domain) if domain else ((-2.0, 2.0),) * arity
+        self.options, self.prepare = dict(options or {}), prepare
 
     def __repr__(self):
         return f"Elem({self.name!r}, {self.family!r})"
@@ -166,8 +170,10 @@ ROWS = {r.name: r for r in (
     _u("cbrt", "cbrt", lambda g, x, y: g / (y * y * 3), dtype="float", save_out=True,
        public=True, domain=[(-3.0, 3.0)]),
     _u("logit", lambda xp, x: xp.log(x / (1 - x)), lambda g, x, y: g / (x * (1 - x)),
-       dtype="float", public=True, domain=[(0.05, 0.95)],
-       doc="torch.logit(x) (eps=None): log(x / (1 - x)); NaN outside [0, 1]."),
+       dtype="float", public=True, domain=[(0.05, 0.95)], options={"eps": None},
+       prepare=lambda x, eps: x if eps is None else x.clamp(eps, 1 - eps),
+       doc="torch.logit(input, eps=None): log(x / (1 - x)), x the input clamped to "
+           "[eps, 1 - eps] when eps is given (its gradient 0 outside); NaN outside [0, 1]."),
     _u("sinc", _sinc_np, _sinc, dtype="float", save_out=True, public=True,
        domain=[(-3.0, 3.0)], doc="torch.sinc: sin(pi x) / (pi x), 1 at 0."),
 

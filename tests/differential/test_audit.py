@@ -195,6 +195,21 @@ def test_round_with_negative_decimals_divides_as_torch(device):
                                       torch.round(t, decimals=d).numpy())
 
 
+def test_logit_eps_clamps_and_its_gradient_is_zero_outside(device):
+    vals = [0.0, 1e-4, 0.3, 0.9999, 1.0, 0.5, 0.02]
+    for eps in (None, 1e-3, 0.05):
+        x = _t(vals, "float32", device).requires_grad_()
+        t = torch.tensor(vals, requires_grad=True)
+        y = nr.logit(x, eps) if eps is None else x.logit(eps=eps)
+        ty = torch.logit(t, eps)
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=2e-6)
+        y.sum().backward()
+        ty.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=2e-6)
+    with pytest.raises(TypeError):
+        nr.logit(x, 0.1, 2)
+
+
 @pytest.mark.parametrize("shape, dim", [((1_000_003,), None), ((7, 300_000), 1),
                                         ((5000, 400), 0), ((300, 20_000), 1)])
 def test_long_float32_sums_are_as_accurate_as_torchs(device, shape, dim):

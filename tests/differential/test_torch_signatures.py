@@ -63,8 +63,7 @@ POSITION_DIFFERS = {("nn.Linear", "device"), ("nn.Linear", "dtype")}
 # torch's keyword `out=` (write into a given tensor) is not provided: numr_web's results are new
 NOT_PROVIDED = {"out"}
 # (name, parameter): a parameter of torch's that numr_web does not take, and why
-NOT_TAKEN = {("logit", "eps"): "the row computes log(x / (1 - x)) unclamped, torch's eps=None; "
-                               "clamp the input first for eps"}
+NOT_TAKEN = {}
 # torch.max / min / median / argmax document only their first overload; numr_web's one function
 # takes every overload's arguments (max(x), max(x, dim, keepdim), max(x, other))
 OVERLOADED = {"max", "min", "median", "argmax", "argmin", "bernoulli", "normal", "rand", "randn",
