@@ -1,0 +1,287 @@
+"""The cpu backend's conv-net primitives on many cores, each a few passes over blocks of images
+(or of image planes) that the worker threads take one at a time (cpu_threads.py), every pass
+of a block done while its data is in the core's cache:
+
+  * convolution: a block's columns are made, multiplied (BLAS at one thread per block) and
+    turned into NCHW (with the bias and activation) before the next block, so the columns of
+    the whole batch ((C*kh*kw) / C times the input) are never written to memory, nor the
+    transposed gradient, nor the column gradient before col2im; the per-block GEMMs are those
+    of ComposedConv (conv.py) on a block's columns;
+  * batch norm: one pass for the sums, one for the centred sums of squares, one writing y (the
+    backward: one for both sums, one writing dx), each recomputing its centred values;
+  * max pooling, forward and backward: blocks of planes.
+
+Results are bit-identical to ArrayCNN's one-call code (the same numpy calls on each block; the
+per-channel sums are per (image, channel) row sums, which a block computes as the one call
+does, then added over the batch once), except the convolution's weight gradient: a sum over
+fixed blocks of images of the blocks' GEMMs (a fixed order, the same on every thread count; no
+less accurate than one BLAS GEMM, tests/test_cpu_threads.py). float16 takes the one-call path.
+A mixin of NumpyBackend, before CpuNN."""
+from __future__ import annotations
+
+try:
+    import numpy as np
+except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
+    np = None
+
+from ..vocab.activations import ACT
+from .cpu_blocks import CACHE_BLOCK, big, row_blocks
+from .cpu_threads import parallel_for, single_threaded_blas
+
+# Column elements per block of images of a convolution (at least one image): a block's columns
+# stay in a core's L2 cache between im2col and the GEMMs. Depends only on shapes (never on the
+# thread count): the weight gradient adds the blocks' products in this fixed order.
+CONV_BLOCK = 1 << 18
+_WIDE = ("float32", "float64")
+
+
+def _blocked(*arrays):
+    """Whether these float32/float64 arrays take the blocked path: large, 2+ images."""
+    return big(arrays[0]) and arrays[0].shape[0] >= 2 and \
+        all(a is None or a.dtype.name in _WIDE and a.dtype == arrays[0].dtype for a in arrays)
+
+
+def _blas_blocks(n, fn):
+    """parallel_for of blocks that call BLAS, BLAS held at one thread (each block's GEMMs on its
+    own core; on one thread too: BLAS's threads on a block's small GEMMs cost more than they
+    give); where it cannot be held (no threadpoolctl), block after block with BLAS's threads."""
+    with single_threaded_blas() as ok:
+        parallel_for(n, fn, threads=None if ok else 1)
+
+
+class CpuCNN:
+    # -- convolution ---------------------------------------------------------------------------------
+    def _conv_plan(self, x, w, stride, padding, dilation):
+        n, (o, c, kh, kw) = x.shape[0], w.shape
+        oh, ow = self._conv_out(x.shape, (kh, kw), stride, padding, dilation)
+        per = max(1, CONV_BLOCK // max(1, c * kh * kw * oh * ow))
+        w2 = np.ascontiguousarray(w).reshape(o, c * kh * kw)
+        return (oh, ow), w2, row_blocks(n, 1, per)
+
+    def _block_cols(self, x, kernel, stride, padding, dilation, out_hw):
+        """x's (a block's) columns in the (C*kh*kw, n*OH*OW) layout."""
+        n, c = x.shape[:2]
+        cols = np.empty((c,) + tuple(kernel) + (n,) + tuple(out_hw), x.dtype)
+        self._im2col_into(cols.transpose(3, 0, 1, 2, 4, 5), x, kernel, stride, padding,
+                          dilation, 0.0)
+        return cols.reshape(-1, n * out_hw[0] * out_hw[1])
+
+    def conv2d(self, x, w, bias, stride, padding, dilation, act):
+        if not _blocked(x, w, bias):
+            return super().conv2d(x, w, bias, stride, padding, dilation, act)
+        o, kernel = w.shape[0], w.shape[2:]
+        out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
+        L = out_hw[0] * out_hw[1]
+        row = None if act == "none" else ACT[act]
+        z = np.empty((x.shape[0], o, L), x.dtype)
+        y = np.empty_like(z) if row is not None and row.saves == "z" else z
+
+        def body(i):      # ArrayCNN._channel_bias_act on the block's GEMM, in place
+            a, b = parts[i]
+            cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
+            zv = np.matmul(w2, cols).reshape(o, b - a, L).transpose(1, 0, 2)
+            if bias is not None:
+                np.add(zv, bias.reshape(1, -1, 1), out=z[a:b])
+            else:
+                z[a:b] = zv
+            if row is not None:
+                zb = z[a:b]
+                got = row.np.fwd(np, zb if row.saves == "y" or row.np.keeps_z else zb.copy())
+                if got is not y[a:b]:
+                    y[a:b] = got
+        _blas_blocks(len(parts), body)
+        shape = x.shape[:1] + (o,) + tuple(out_hw)
+        return y.reshape(shape), None if row is None else \
+            (y if row.saves == "y" else z).reshape(shape)
+
+    def conv2d_backward(self, dy, x, w, s, act, stride, padding, dilation, need_dx, need_dw,
+                        need_db):
+        if not _blocked(x, w, dy):
+            return super().conv2d_backward(dy, x, w, s, act, stride, padding, dilation, need_dx,
+                                           need_dw, need_db)
+        n, o, kernel = x.shape[0], w.shape[0], w.shape[2:]
+        out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
+        L = out_hw[0] * out_hw[1]
+        dz = dy if act == "none" else self.act_backward(act, dy, s)[0]
+        dz3 = np.ascontiguousarray(dz).reshape(n, o, L)
+        rows = np.empty((n, o), dz.dtype) if need_db else None
+        partial = np.empty((len(parts), w2.shape[1], o), dz.dtype) if need_dw else None
+        dx = np.empty(x.shape, dz.dtype) if need_dx else None
+        w2t = w2.T
+
+        def body(i):
+            a, b = parts[i]
+            if need_db:                     # ArrayCNN._channel_sum's row sums, for the block
+                rows[a:b] = dz3[a:b].sum(axis=2)
+            if not (need_dw or need_dx):
+                return
+            dzt = np.ascontiguousarray(dz3[a:b].transpose(1, 0, 2)).reshape(o, (b - a) * L)
+            if need_dw:                     # dW^T's share of this block: cols' @ dz'^T
+                cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
+                np.matmul(cols, dzt.T, out=partial[i])
+                del cols
+            if need_dx:
+                c6 = np.matmul(w2t, dzt).reshape((x.shape[1],) + tuple(kernel) + (b - a,) +
+                                                 tuple(out_hw)).transpose(3, 0, 1, 2, 4, 5)
+                dx[a:b] = self._col2im_sum(c6, (b - a,) + x.shape[1:], kernel, stride, padding,
+                                           dilation)
+        _blas_blocks(len(parts), body)
+        db = rows.sum(axis=0, dtype=np.float64).astype(dz.dtype) if need_db else None
+        dw = np.ascontiguousarray(partial.sum(axis=0).T).reshape(w.shape) if need_dw else None
+        return dx, dw, db
+
+    # -- batch norm ----------------------------------------------------------------------------------
+    def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
+        n, c = x.shape[:2]
+        if not _blocked(x) or x.size == 0:
+            return super().batch_norm(x, weight, bias, running_mean, running_var, momentum, eps,
+                                      training, act)
+        x3 = x.reshape(n, c, -1)
+        count, ct = x3.shape[0] * x3.shape[2], x.dtype
+        parts = row_blocks(n, x3[0].size, CACHE_BLOCK)
+        sums = np.empty((n, c), ct)
+
+        def row_sums(fn):               # ArrayCNN._channel_sum: row sums, then over the batch
+            def body(i):
+                a, b = parts[i]
+                sums[a:b] = fn(a, b).sum(axis=2)
+            parallel_for(len(parts), body)
+            return sums.sum(axis=0, dtype=np.float64)
+        var = None
+        if training:
+            mean = row_sums(lambda a, b: x3[a:b]) / count
+            shift = mean.astype(ct)[:, None]
+
+            def square(a, b):
+                d = x3[a:b] - shift
+                return np.multiply(d, d, out=d)
+            var = row_sums(square) / count
+        else:
+            mean = running_mean.astype(np.float64)
+            shift = self._widen(running_mean)[:, None]
+        rstd = 1.0 / np.sqrt((var if training else running_var.astype(np.float64)) + eps)
+        scale = (rstd if weight is None else rstd * weight.astype(np.float64)).astype(ct)[:, None]
+        row = None if act == "none" else ACT[act]
+        y = np.empty(x3.shape, ct)
+        s = np.empty(x3.shape, ct) if row is not None and row.saves == "z" else None
+
+        def body(i):                    # ArrayCNN.batch_norm's y, for images a:b
+            a, b = parts[i]
+            d = x3[a:b] - shift
+            d *= scale
+            if bias is not None:
+                d += bias[:, None]
+            if row is not None:
+                if s is not None:       # z kept: the activation may now overwrite d
+                    s[a:b] = d
+                d = row.np.fwd(np, d)
+            y[a:b] = d
+        parallel_for(len(parts), body)
+        new_rm, new_rv = self._bn_running(running_mean, running_var, mean, var, count,
+                                          momentum) if training else (None, None)
+        return (y.reshape(x.shape), None if row is None else (y if s is None else s).reshape(
+            x.shape), mean.astype(ct), rstd.astype(ct), new_rm, new_rv)
+
+    def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
+        n, c = x.shape[:2]
+        if not _blocked(x, dy, s) or x.size == 0:
+            return super().batch_norm_backward(dy, x, weight, mean, rstd, s, act, training,
+                                               need_dw, need_db)
+        g3, x3 = dy.reshape(n, c, -1), x.reshape(n, c, -1)
+        s3 = None if s is None else s.reshape(n, c, -1)
+        ct, count = dy.dtype, max(n * x3.shape[2], 1)
+        d1 = None if act == "none" else ACT[act].np.d1
+        m, r = mean.astype(ct)[:, None], rstd.astype(ct)[:, None]
+        parts = row_blocks(n, x3[0].size, CACHE_BLOCK)
+
+        def grad(a, b):                 # ArrayCNN.batch_norm_backward's g and xhat
+            g = g3[a:b] if d1 is None else d1(np, g3[a:b], s3[a:b], None)
+            xhat = x3[a:b] - m
+            xhat *= r
+            return g, xhat
+        want_g, want_gx = training or need_db, training or need_dw
+        sg = np.empty((n, c), ct) if want_g else None
+        sgx = np.empty((n, c), ct) if want_gx else None
+        if want_g or want_gx:
+            def sums(i):
+                a, b = parts[i]
+                g, xhat = grad(a, b)
+                if want_g:
+                    sg[a:b] = g.sum(axis=2)
+                if want_gx:
+                    xhat *= g                   # g * xhat (the product commutes bit for bit)
+                    sgx[a:b] = xhat.sum(axis=2)
+            parallel_for(len(parts), sums)
+            sg = None if sg is None else sg.sum(axis=0, dtype=np.float64)
+            sgx = None if sgx is None else sgx.sum(axis=0, dtype=np.float64)
+        scale = rstd.astype(np.float64) if weight is None else \
+            rstd.astype(np.float64) * weight.astype(np.float64)
+        scale = scale.astype(ct)[:, None]
+        if training:
+            kx, kg = (sgx / count).astype(ct)[:, None], (sg / count).astype(ct)[:, None]
+        dx = np.empty(x3.shape, ct)
+
+        def body(i):
+            a, b = parts[i]
+            if training:
+                g, xhat = grad(a, b)
+                xhat *= kx
+                d = np.subtract(g, xhat, out=xhat)
+                d -= kg
+                d *= scale
+            else:
+                g = g3[a:b] if d1 is None else d1(np, g3[a:b], s3[a:b], None)
+                d = g * scale
+            dx[a:b] = d
+        parallel_for(len(parts), body)
+        wdt = dy.dtype if weight is None else weight.dtype
+        return (dx.reshape(x.shape), sgx.astype(wdt) if need_dw else None,
+                sg.astype(wdt) if need_db else None)
+
+    # -- max pooling ---------------------------------------------------------------------------------
+    def _planes(self, shape):
+        """(planes, rows, blocks of planes) of an (N, C, H, W) op done plane by plane."""
+        p = shape[0] * shape[1]
+        return p, row_blocks(p, shape[2] * shape[3], CACHE_BLOCK)
+
+    def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
+        if not _blocked(x):
+            return super().max_pool2d(x, kernel, stride, padding, dilation, out_hw)
+        p, parts = self._planes(x.shape)
+        x4 = np.ascontiguousarray(x).reshape(p, 1, x.shape[2], x.shape[3])
+        taps = self._pool_taps(x.shape, kernel, stride, padding, dilation, out_hw)
+        best = np.empty((p, 1) + tuple(out_hw), x.dtype)
+        idx = np.empty(best.shape, np.int32)
+
+        def body(i):
+            a, b = parts[i]
+            self._max_pool_into(best[a:b], idx[a:b], x4[a:b], taps, kernel, stride, padding,
+                                dilation, out_hw)
+        parallel_for(len(parts), body)
+        shape = x.shape[:2] + tuple(out_hw)
+        return best.reshape(shape), idx.reshape(shape)
+
+    def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):
+        if not _blocked(dy):
+            return super().max_pool2d_backward(dy, index, x_shape, kernel, stride, padding,
+                                               dilation)
+        p, parts = self._planes(x_shape)
+        H, W = x_shape[2:]
+        out_hw = dy.shape[2:]
+        g = np.ascontiguousarray(dy).reshape((p, 1) + tuple(out_hw))
+        ix = np.ascontiguousarray(index).reshape(g.shape)
+        hp, wp = self._pool_padded_shape(x_shape, kernel, stride, padding, dilation, out_hw)
+        taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw)
+        dx = np.empty((p, 1, H, W), dy.dtype)
+        (ph, pw), direct = padding, (hp, wp) == (H, W)
+
+        def body(i):
+            a, b = parts[i]
+            d = dx[a:b] if direct else np.zeros((b - a, 1, hp, wp), dy.dtype)
+            if direct:
+                d.fill(0)
+            self._max_pool_grad_into(d, g[a:b], ix[a:b], taps)
+            if not direct:
+                dx[a:b] = d[:, :, ph:ph + H, pw:pw + W]
+        parallel_for(len(parts), body)
+        return dx.reshape(x_shape)

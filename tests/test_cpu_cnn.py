@@ -1,0 +1,142 @@
+"""The cpu device's conv-net primitives in blocks of images (numr_web/backends/cpu_cnn.py), at
+sizes where they take several blocks: convolution, batch norm and max pooling forward and
+backward give the bits of one numpy call per op (parallel_min past every size) on 1 and 4
+threads, except a convolution's weight gradient, which adds its blocks' GEMMs in a fixed order:
+the same bits on every thread count, its error against float64 truth within float32 GEMM's
+bound and near one BLAS call's. Values are also checked against torch in float64."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import numr_web as nr
+import numr_web.nn.functional as F
+from numr_web.backends import cpu_threads
+
+ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
+BLOCKS = 1024               # every case below runs in blocks
+EPS32 = np.finfo(np.float32).eps
+
+
+@pytest.fixture(autouse=True)
+def _restore_settings():
+    before = cpu_threads.configure()
+    yield
+    cpu_threads.configure(*before)
+
+
+def same_bits(a, b, what):
+    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
+    np.testing.assert_array_equal(a, b, err_msg=what)
+    keep = ~np.isnan(a)
+    np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
+
+
+def runs(fn):
+    """{setting: [arrays]} of fn() with one call per op, and in blocks on 1 and 4 threads."""
+    out = {}
+    for name, threads, pmin in (("one call", 1, ONE_CALL), ("1 thread", 1, BLOCKS),
+                                ("4 threads", 4, BLOCKS)):
+        cpu_threads.configure(threads=threads, parallel_min=pmin)
+        out[name] = [np.asarray(t.numpy() if isinstance(t, nr.Tensor) else t) for t in fn()]
+    return out
+
+
+def _img(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "gelu"])
+def test_convolution_in_blocks_of_images(act):
+    """24 images of 32 channels, 16 x 16 outputs: a block is 3 images (CONV_BLOCK), so the
+    weight gradient adds 8 blocks' products."""
+    x0, w0 = _img((24, 32, 32, 32), 1), _img((16, 32, 3, 3), 2) * 0.2
+    b0, g0 = _img((16,), 3), _img((24, 16, 16, 16), 4)
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w = nr.tensor(w0, requires_grad=True)
+        b = nr.tensor(b0, requires_grad=True)
+        y = nr.conv2d_bias_activation(x, w, b, act, stride=2, padding=1)
+        dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
+        return [y, dx, db, dw]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, what in enumerate(("y", "dx", "dbias")):
+            same_bits(got["one call"][i], got[name][i], f"{what}, {name}")
+    same_bits(got["1 thread"][3], got["4 threads"][3], "dw on 1 and 4 threads")
+    # the weight gradient against float64 truth (torch, from the same float32 inputs)
+    xt = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    z = TF.conv2d(xt, wt, torch.tensor(b0, dtype=torch.float64), stride=2, padding=1)
+    y = {"none": z, "relu": torch.relu(z), "gelu": TF.gelu(z)}[act]
+    dx, dw = torch.autograd.grad(y, [xt, wt], torch.tensor(g0, dtype=torch.float64))
+    np.testing.assert_allclose(got["4 threads"][0], y.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["4 threads"][1], dx.numpy(), rtol=1e-4, atol=1e-4)
+    # |error| of a float32 dot product of K terms: within K eps sum |a b| (K = N * OH * OW);
+    # the blocked sum's error stays near one BLAS call's
+    k = 24 * 16 * 16
+    truth = dw.numpy()
+    scale = np.abs(truth).max()
+    err_one = np.abs(got["one call"][3] - truth).max()
+    err_blk = np.abs(got["4 threads"][3] - truth).max()
+    assert err_blk <= k * EPS32 * scale and err_blk <= 4 * err_one + 8 * EPS32 * scale, \
+        (err_blk, err_one)
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "silu"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_in_blocks_matches_one_call_and_torch(act, training):
+    x0, g0 = _img((16, 24, 20, 20), 5) * 2 + 1, _img((16, 24, 20, 20), 6)
+    w0, b0 = _img((24,), 7), _img((24,), 8)
+    rm0, rv0 = _img((24,), 9) * 0.1, np.abs(_img((24,), 10)) + 0.5
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w = nr.tensor(w0, requires_grad=True)
+        b = nr.tensor(b0, requires_grad=True)
+        rm, rv = nr.tensor(rm0), nr.tensor(rv0)
+        y = F.batch_norm(x, rm, rv, w, b, training=training, activation=act)
+        dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
+        return [y, dx, dw, db, rm, rv]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+    t = [torch.tensor(a, dtype=torch.float64, requires_grad=r)
+         for a, r in ((x0, True), (w0, True), (b0, True), (rm0, False), (rv0, False))]
+    z = TF.batch_norm(t[0], t[3], t[4], t[1], t[2], training=training)
+    y = {"none": z, "relu": torch.relu(z), "silu": TF.silu(z)}[act]
+    grads = torch.autograd.grad(y, t[:3], torch.tensor(g0, dtype=torch.float64))
+    for i, ref in enumerate([y.detach()] + list(grads) + [t[3], t[4]]):
+        np.testing.assert_allclose(got["4 threads"][i], ref.numpy(), rtol=2e-4, atol=2e-4,
+                                   err_msg=f"output {i}")
+
+
+@pytest.mark.parametrize("case", [dict(k=2), dict(k=3, s=2, p=1), dict(k=3, s=2, ceil=True),
+                                  dict(k=2, s=1, d=2)])
+def test_max_pool_in_blocks_matches_one_call_and_torch(case):
+    x0 = _img((12, 20, 17, 18), 11)
+    flat = x0.reshape(-1)
+    flat[::53], flat[1::211], flat[2::307] = np.nan, -np.inf, np.inf
+    flat[3::7] = flat[4::7]                                        # ties: the first maximum
+    g0 = _img((12, 20) + TF.max_pool2d(torch.tensor(x0), case["k"], case.get("s"),
+                                        case.get("p", 0), case.get("d", 1),
+                                        case.get("ceil", False)).shape[2:], 12)
+    args = (case["k"], case.get("s"), case.get("p", 0), case.get("d", 1), case.get("ceil", False))
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        y, idx = F.max_pool2d(x, *args, return_indices=True)
+        return [y, idx, nr.grad(y, [x], nr.tensor(g0))[0]]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+    xt = torch.tensor(x0, requires_grad=True)
+    y, idx = TF.max_pool2d(xt, *args, return_indices=True)
+    dx, = torch.autograd.grad(y, [xt], torch.tensor(g0))
+    np.testing.assert_array_equal(got["4 threads"][0], y.detach().numpy())
+    np.testing.assert_array_equal(got["4 threads"][1], idx.numpy())
+    # overlapping windows add their gradients in another order than torch's
+    np.testing.assert_allclose(got["4 threads"][2], dx.numpy(), rtol=4 * EPS32, atol=1e-6)
