@@ -113,6 +113,28 @@ def test_batch_norm_in_blocks_matches_one_call_and_torch(act, training):
                                    err_msg=f"output {i}")
 
 
+def test_batch_norm_relu_in_blocks_keeps_signed_zeros_and_nans():
+    """relu's blocked form (integer work on the bits) against the one call's masked copy: a
+    channel with weight 0 and bias -0.0 gives -0.0 and +0.0, one holding a NaN gives NaN, one an
+    inf gives NaN and -inf; the gradient passes through NaN and stops at both zeros."""
+    x0, g0 = _img((8, 6, 30, 30), 13), _img((8, 6, 30, 30), 14)
+    x0[0, 1, 3, 4], x0[2, 2, 0, 0] = np.nan, np.inf
+    w0 = np.array([0, 1, 1, 0.5, 0, 2], np.float32)
+    b0 = np.array([-0.0, 0, 1, -0.0, 0, -1], np.float32)
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w, b = nr.tensor(w0, requires_grad=True), nr.tensor(b0, requires_grad=True)
+        y = F.batch_norm(x, None, None, w, b, training=True, activation="relu")
+        return [y] + list(nr.grad(y, [x, w, b], nr.tensor(g0)))
+    got = runs(run)
+    y = got["one call"][0]
+    assert np.signbit(y[:, 0][y[:, 0] == 0]).any() and np.isnan(y[:, 1]).all()
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+
+
 @pytest.mark.parametrize("case", [dict(k=2), dict(k=3, s=2, p=1), dict(k=3, s=2, ceil=True),
                                   dict(k=2, s=1, d=2)])
 def test_max_pool_in_blocks_matches_one_call_and_torch(case):

@@ -49,6 +49,28 @@ def _blas_blocks(n, fn):
         parallel_for(n, fn, threads=None if ok else 1)
 
 
+_INT = {4: "int32", 8: "int64"}
+
+
+def _relu(z):
+    """relu in place with act_numpy's bits (0 where z < 0; -0.0 and NaN pass through), as an
+    integer product of z's bits with z >= 0-or-NaN: a masked copy costs ~10x more."""
+    keep = np.less(z, 0)
+    np.logical_not(keep, out=keep)
+    bits = z.view(_INT[z.itemsize])
+    np.multiply(bits, keep, out=bits)
+    return z
+
+
+def _relu_grad(dy, s, out):
+    """relu's d1, where(s <= 0, 0, dy), bit for bit, into out (integer work as in _relu)."""
+    keep = np.less_equal(s, 0)
+    np.logical_not(keep, out=keep)
+    t = _INT[dy.itemsize]
+    np.multiply(dy.view(t), keep, out=out.view(t))
+    return out
+
+
 class CpuCNN:
     # -- convolution ---------------------------------------------------------------------------------
     def _conv_plan(self, x, w, stride, padding, dilation):
@@ -162,24 +184,28 @@ class CpuCNN:
         rstd = 1.0 / np.sqrt((var if training else running_var.astype(np.float64)) + eps)
         scale = (rstd if weight is None else rstd * weight.astype(np.float64)).astype(ct)[:, None]
         row = None if act == "none" else ACT[act]
+        keep_z = row is not None and row.saves == "z"
         y = np.empty(x3.shape, ct)
-        s = np.empty(x3.shape, ct) if row is not None and row.saves == "z" else None
+        s = np.empty(x3.shape, ct) if keep_z else None
 
-        def body(i):                    # ArrayCNN.batch_norm's y, for images a:b
+        def body(i):                    # ArrayCNN.batch_norm's y, for images a:b, in place
             a, b = parts[i]
-            d = x3[a:b] - shift
+            d = np.subtract(x3[a:b], shift, out=(s if keep_z else y)[a:b])
             d *= scale
             if bias is not None:
                 d += bias[:, None]
-            if row is not None:
-                if s is not None:       # z kept: the activation may now overwrite d
-                    s[a:b] = d
-                d = row.np.fwd(np, d)
-            y[a:b] = d
+            if act == "relu":
+                _relu(d)
+            elif keep_z:
+                y[a:b] = row.np.fwd(np, d if row.np.keeps_z else d.copy())
+            elif row is not None:
+                got = row.np.fwd(np, d)
+                if got is not d:
+                    d[...] = got
         parallel_for(len(parts), body)
         new_rm, new_rv = self._bn_running(running_mean, running_var, mean, var, count,
                                           momentum) if training else (None, None)
-        return (y.reshape(x.shape), None if row is None else (y if s is None else s).reshape(
+        return (y.reshape(x.shape), None if row is None else (s if keep_z else y).reshape(
             x.shape), mean.astype(ct), rstd.astype(ct), new_rm, new_rv)
 
     def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
@@ -190,50 +216,64 @@ class CpuCNN:
         g3, x3 = dy.reshape(n, c, -1), x.reshape(n, c, -1)
         s3 = None if s is None else s.reshape(n, c, -1)
         ct, count = dy.dtype, max(n * x3.shape[2], 1)
-        d1 = None if act == "none" else ACT[act].np.d1
         m, r = mean.astype(ct)[:, None], rstd.astype(ct)[:, None]
         parts = row_blocks(n, x3[0].size, CACHE_BLOCK)
+        dx = np.empty(x3.shape, ct)
+        d1 = None if act == "none" else ACT[act].np.d1
 
-        def grad(a, b):                 # ArrayCNN.batch_norm_backward's g and xhat
-            g = g3[a:b] if d1 is None else d1(np, g3[a:b], s3[a:b], None)
+        def grad(a, b):
+            """ArrayCNN.batch_norm_backward's g = dy * act'(.), kept in dx (read again)."""
+            if d1 is None:
+                return g3[a:b]
+            if act == "relu":
+                return _relu_grad(g3[a:b], s3[a:b], dx[a:b])
+            dx[a:b] = d1(np, g3[a:b], s3[a:b], None)
+            return dx[a:b]
+
+        def centred(a, b):              # its xhat
             xhat = x3[a:b] - m
             xhat *= r
-            return g, xhat
-        want_g, want_gx = training or need_db, training or need_dw
-        sg = np.empty((n, c), ct) if want_g else None
-        sgx = np.empty((n, c), ct) if want_gx else None
-        if want_g or want_gx:
-            def sums(i):
-                a, b = parts[i]
-                g, xhat = grad(a, b)
-                if want_g:
-                    sg[a:b] = g.sum(axis=2)
-                if want_gx:
-                    xhat *= g                   # g * xhat (the product commutes bit for bit)
-                    sgx[a:b] = xhat.sum(axis=2)
-            parallel_for(len(parts), sums)
-            sg = None if sg is None else sg.sum(axis=0, dtype=np.float64)
-            sgx = None if sgx is None else sgx.sum(axis=0, dtype=np.float64)
+            return xhat
         scale = rstd.astype(np.float64) if weight is None else \
             rstd.astype(np.float64) * weight.astype(np.float64)
         scale = scale.astype(ct)[:, None]
+        want_g, want_gx = training or need_db, training or need_dw
+        if not (want_g or want_gx):     # eval, no weight gradients: dx = g * scale, one pass
+            def scaled(i):
+                a, b = parts[i]
+                g = grad(a, b)
+                np.multiply(g, scale, out=dx[a:b])
+            parallel_for(len(parts), scaled)
+            return dx.reshape(x.shape), None, None
+        sg = np.empty((n, c), ct) if want_g else None
+        sgx = np.empty((n, c), ct) if want_gx else None
+
+        def sums(i):
+            a, b = parts[i]
+            g = grad(a, b)
+            if want_g:
+                sg[a:b] = g.sum(axis=2)
+            if want_gx:
+                xhat = centred(a, b)
+                xhat *= g                       # g * xhat (the product commutes bit for bit)
+                sgx[a:b] = xhat.sum(axis=2)
+            if not training:
+                np.multiply(g, scale, out=dx[a:b])
+        parallel_for(len(parts), sums)
+        sg = None if sg is None else sg.sum(axis=0, dtype=np.float64)
+        sgx = None if sgx is None else sgx.sum(axis=0, dtype=np.float64)
         if training:
             kx, kg = (sgx / count).astype(ct)[:, None], (sg / count).astype(ct)[:, None]
-        dx = np.empty(x3.shape, ct)
 
-        def body(i):
-            a, b = parts[i]
-            if training:
-                g, xhat = grad(a, b)
+            def body(i):
+                a, b = parts[i]
+                g = g3[a:b] if d1 is None else dx[a:b]
+                xhat = centred(a, b)
                 xhat *= kx
-                d = np.subtract(g, xhat, out=xhat)
+                d = np.subtract(g, xhat, out=dx[a:b])
                 d -= kg
                 d *= scale
-            else:
-                g = g3[a:b] if d1 is None else d1(np, g3[a:b], s3[a:b], None)
-                d = g * scale
-            dx[a:b] = d
-        parallel_for(len(parts), body)
+            parallel_for(len(parts), body)
         wdt = dy.dtype if weight is None else weight.dtype
         return (dx.reshape(x.shape), sgx.astype(wdt) if need_dw else None,
                 sg.astype(wdt) if need_db else None)
