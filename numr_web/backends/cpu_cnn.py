@@ -280,23 +280,36 @@ class CpuCNN:
 
     # -- max pooling ---------------------------------------------------------------------------------
     def _planes(self, shape):
-        """(planes, rows, blocks of planes) of an (N, C, H, W) op done plane by plane."""
+        """(planes, blocks of planes) of an (N, C, H, W) op done plane by plane."""
         p = shape[0] * shape[1]
         return p, row_blocks(p, shape[2] * shape[3], CACHE_BLOCK)
+
+    def _pool_geometry(self, x_shape, kernel, stride, padding, dilation, out_hw):
+        """(taps, the first tap's flat index per window, each tap's offset from it) when every
+        window lies inside the input (no padding read), else (taps, None, None)."""
+        taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw)
+        if self._pool_padded_shape(x_shape, kernel, stride, padding, dilation, out_hw) != \
+                tuple(x_shape[2:]):
+            return taps, None, None
+        base = taps[0][2]
+        return taps, base, [int(t[2].flat[0] - base.flat[0]) for t in taps]
 
     def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
         if not _blocked(x):
             return super().max_pool2d(x, kernel, stride, padding, dilation, out_hw)
         p, parts = self._planes(x.shape)
         x4 = np.ascontiguousarray(x).reshape(p, 1, x.shape[2], x.shape[3])
-        taps = self._pool_taps(x.shape, kernel, stride, padding, dilation, out_hw)
+        taps, base, offs = self._pool_geometry(x.shape, kernel, stride, padding, dilation,
+                                               out_hw)
         best = np.empty((p, 1) + tuple(out_hw), x.dtype)
         idx = np.empty(best.shape, np.int32)
 
         def body(i):
             a, b = parts[i]
-            self._max_pool_into(best[a:b], idx[a:b], x4[a:b], taps, kernel, stride, padding,
-                                dilation, out_hw)
+            if base is None or not _max_pool_inside(best[a:b], idx[a:b], x4[a:b], taps, base,
+                                                    offs):
+                self._max_pool_into(best[a:b], idx[a:b], x4[a:b], taps, kernel, stride,
+                                    padding, dilation, out_hw)
         parallel_for(len(parts), body)
         shape = x.shape[:2] + tuple(out_hw)
         return best.reshape(shape), idx.reshape(shape)
@@ -314,14 +327,53 @@ class CpuCNN:
         taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw)
         dx = np.empty((p, 1, H, W), dy.dtype)
         (ph, pw), direct = padding, (hp, wp) == (H, W)
+        # windows that share no element: each dx element is 0 + one window's g, or 0
+        disjoint = all(stride[a] >= dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1))
 
         def body(i):
             a, b = parts[i]
             d = dx[a:b] if direct else np.zeros((b - a, 1, hp, wp), dy.dtype)
             if direct:
                 d.fill(0)
-            self._max_pool_grad_into(d, g[a:b], ix[a:b], taps)
+            if direct and disjoint:
+                _max_pool_grad_disjoint(d, g[a:b], ix[a:b], taps)
+            else:
+                self._max_pool_grad_into(d, g[a:b], ix[a:b], taps)
             if not direct:
                 dx[a:b] = d[:, :, ph:ph + H, pw:pw + W]
         parallel_for(len(parts), body)
         return dx.reshape(x_shape)
+
+
+def _max_pool_inside(best, idx, x, taps, base, offs):
+    """ArrayCNN._max_pool_into for windows inside the input, without its masked copies: the
+    first tap equal to the maximum found with boolean work, its index base + its offset.
+    Returns False (nothing decided) where a window's maximum is NaN (then the last NaN wins:
+    the caller runs the general form)."""
+    views = [x[:, :, rs, cs] for rs, cs, _ in taps]
+    np.copyto(best, views[0])
+    for v in views[1:]:
+        np.maximum(best, v, out=best)                # as ArrayCNN: NaN wins
+    found = np.equal(views[0], best)
+    np.copyto(idx, base)
+    hit, new = np.empty_like(found), np.empty_like(found)
+    step = np.empty(idx.shape, np.int32)
+    for v, off in zip(views[1:], offs[1:]):
+        np.equal(v, best, out=hit)
+        np.greater(hit, found, out=new)              # a hit, and none before it
+        np.multiply(new, off, out=step)
+        idx += step
+        found |= hit
+    return bool(found.all())                         # a window without a hit holds a NaN
+
+
+def _max_pool_grad_disjoint(d, g, index, taps):
+    """ArrayCNN._max_pool_grad_into when no two windows share an element (d zeros): each tap
+    writes g (as 0 + g: -0.0 becomes +0.0) or +0 through its view, by integer work."""
+    g0 = g + g.dtype.type(0)
+    t = _INT[g.itemsize]
+    bits, dv = g0.view(t), d.view(t)
+    hit = np.empty(g.shape, np.bool_)
+    for rs, cs, pos in taps:
+        np.equal(index, pos, out=hit)
+        np.multiply(bits, hit, out=dv[:, :, rs, cs])
