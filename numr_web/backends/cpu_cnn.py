@@ -15,7 +15,8 @@ Results are bit-identical to ArrayCNN's one-call code (the same numpy calls on e
 per-channel sums are per (image, channel) row sums, which a block computes as the one call
 does, then added over the batch once), except the convolution's weight gradient: a sum over
 fixed blocks of images of the blocks' GEMMs (a fixed order, the same on every thread count; no
-less accurate than one BLAS GEMM, tests/test_cpu_threads.py). float16 takes the one-call path.
+less accurate than one BLAS GEMM, tests/test_cpu_cnn.py). float16 takes the one-call path, and
+so does the convolution where BLAS cannot be held at one thread per block (no threadpoolctl).
 A mixin of NumpyBackend, before CpuNN."""
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..vocab.activations import ACT
 from .cpu_blocks import CACHE_BLOCK, big, row_blocks
-from .cpu_threads import parallel_for, single_threaded_blas
+from .cpu_threads import blas_holdable, parallel_for, single_threaded_blas
 
 # Column elements per block of images of a convolution (at least one image): a block's columns
 # stay in a core's L2 cache between im2col and the GEMMs. Depends only on shapes (never on the
@@ -44,9 +45,9 @@ def _blocked(*arrays):
 def _blas_blocks(n, fn):
     """parallel_for of blocks that call BLAS, BLAS held at one thread (each block's GEMMs on its
     own core; on one thread too: BLAS's threads on a block's small GEMMs cost more than they
-    give); where it cannot be held (no threadpoolctl), block after block with BLAS's threads."""
-    with single_threaded_blas() as ok:
-        parallel_for(n, fn, threads=None if ok else 1)
+    give). Callers check blas_holdable() first."""
+    with single_threaded_blas():
+        parallel_for(n, fn)
 
 
 _INT = {4: "int32", 8: "int64"}
@@ -89,7 +90,7 @@ class CpuCNN:
         return cols.reshape(-1, n * out_hw[0] * out_hw[1])
 
     def conv2d(self, x, w, bias, stride, padding, dilation, act):
-        if not _blocked(x, w, bias):
+        if not (_blocked(x, w, bias) and blas_holdable()):     # else: whole-batch GEMMs
             return super().conv2d(x, w, bias, stride, padding, dilation, act)
         o, kernel = w.shape[0], w.shape[2:]
         out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
@@ -118,7 +119,7 @@ class CpuCNN:
 
     def conv2d_backward(self, dy, x, w, s, act, stride, padding, dilation, need_dx, need_dw,
                         need_db):
-        if not _blocked(x, w, dy):
+        if not (_blocked(x, w, dy) and blas_holdable()):
             return super().conv2d_backward(dy, x, w, s, act, stride, padding, dilation, need_dx,
                                            need_dw, need_db)
         n, o, kernel = x.shape[0], w.shape[0], w.shape[2:]
