@@ -46,18 +46,24 @@ def _img(shape, seed):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("act", ["none", "relu", "gelu"])
-def test_convolution_in_blocks_of_images(act):
-    """24 images of 32 channels, 16 x 16 outputs: a block is 3 images (CONV_BLOCK), so the
-    weight gradient adds 8 blocks' products."""
-    x0, w0 = _img((24, 32, 32, 32), 1), _img((16, 32, 3, 3), 2) * 0.2
-    b0, g0 = _img((16,), 3), _img((24, 16, 16, 16), 4)
+@pytest.mark.parametrize("act,stride,kernel,pad", [("none", 1, (3, 3), 1), ("relu", 2, (3, 3), 1),
+                                                   ("gelu", 1, (2, 2), (0, 2)),
+                                                   ("none", 2, (3, 3), 1)])
+def test_convolution_in_blocks_of_images(act, stride, kernel, pad):
+    """24 images of 32 channels, about 16 x 16 outputs (stride 1: its column gradient is added
+    back in whole padded rows): a few images a block (CONV_BLOCK), so the weight gradient adds
+    several blocks' products."""
+    hw = 32 if stride == 2 else 16
+    x0, w0 = _img((24, 32, hw, hw), 1), _img((16, 32) + kernel, 2) * 0.2
+    out = TF.conv2d(torch.zeros(1, 32, hw, hw), torch.zeros((16, 32) + kernel), stride=stride,
+                    padding=pad).shape[2:]
+    b0, g0 = _img((16,), 3), _img((24, 16) + tuple(out), 4)
 
     def run():
         x = nr.tensor(x0, requires_grad=True)
         w = nr.tensor(w0, requires_grad=True)
         b = nr.tensor(b0, requires_grad=True)
-        y = nr.conv2d_bias_activation(x, w, b, act, stride=2, padding=1)
+        y = nr.conv2d_bias_activation(x, w, b, act, stride=stride, padding=pad)
         dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
         return [y, dx, db, dw]
     got = runs(run)
@@ -68,14 +74,14 @@ def test_convolution_in_blocks_of_images(act):
     # the weight gradient against float64 truth (torch, from the same float32 inputs)
     xt = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
     wt = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
-    z = TF.conv2d(xt, wt, torch.tensor(b0, dtype=torch.float64), stride=2, padding=1)
+    z = TF.conv2d(xt, wt, torch.tensor(b0, dtype=torch.float64), stride=stride, padding=pad)
     y = {"none": z, "relu": torch.relu(z), "gelu": TF.gelu(z)}[act]
     dx, dw = torch.autograd.grad(y, [xt, wt], torch.tensor(g0, dtype=torch.float64))
     np.testing.assert_allclose(got["4 threads"][0], y.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got["4 threads"][1], dx.numpy(), rtol=1e-4, atol=1e-4)
     # |error| of a float32 dot product of K terms: within K eps sum |a b| (K = N * OH * OW);
     # the blocked sum's error stays near one BLAS call's
-    k = 24 * 16 * 16
+    k = 24 * out[0] * out[1]
     truth = dw.numpy()
     scale = np.abs(truth).max()
     err_one = np.abs(got["one call"][3] - truth).max()

@@ -34,6 +34,9 @@ from .cpu_threads import blas_holdable, parallel_for, single_threaded_blas
 # thread count): the weight gradient adds the blocks' products in this fixed order.
 CONV_BLOCK = 1 << 18
 _WIDE = ("float32", "float64")
+# _col2im_wide where an output row holds at least this many times the kw - 1 zero columns it
+# adds (a 3x3 conv: OW >= 16; at OW = 8 the longer GEMM ate the gain)
+WIDE_MIN = 8
 
 
 def _blocked(*arrays):
@@ -51,6 +54,30 @@ def _blas_blocks(n, fn):
 
 
 _INT = {4: "int32", 8: "int64"}
+
+
+def _col2im_wide(dx, w2t, dzt, kernel, padding):
+    """ArrayNN._col2im_sum of W^T @ dz' for stride and dilation 1, bit for bit, with rows of
+    whole padded width: dz' gets kw - 1 zero columns per output row, so the column gradient of
+    tap (i, j) is one run of OH * Wp values that adds into each padded plane at i * Wp + j (one
+    long add per tap, where the windows' form adds OH rows of OW). The zero columns give exact
+    zeros (finite weights) that land on other elements: adding +-0 to a sum that started at +0
+    changes no bit (such a sum is never -0)."""
+    nb, c, H, W = dx.shape
+    (kh, kw), (ph, pw) = kernel, padding
+    hp, wp = H + 2 * ph, W + 2 * pw
+    oh, ow = hp - kh + 1, wp - kw + 1
+    o = dzt.shape[0]
+    dzw = np.empty((o, nb, oh, wp), dzt.dtype)
+    dzw[..., ow:] = 0
+    dzw[..., :ow] = dzt.reshape(o, nb, oh, ow)
+    cols = np.matmul(w2t, dzw.reshape(o, -1)).reshape(c, kh, kw, nb, oh * wp)
+    out = np.zeros((nb, c, hp * wp + kw - 1), dx.dtype)   # (the last tap's zeros run past)
+    for i in range(kh):
+        for j in range(kw):
+            at = i * wp + j
+            out[:, :, at:at + oh * wp] += cols[:, i, j].transpose(1, 0, 2)
+    dx[...] = out[:, :, :hp * wp].reshape(nb, c, hp, wp)[:, :, ph:ph + H, pw:pw + W]
 
 
 def _relu(z):
@@ -143,11 +170,17 @@ class CpuCNN:
                 cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
                 np.matmul(cols, dzt.T, out=partial[i])
                 del cols
-            if need_dx:
+            if need_dx and wide:
+                _col2im_wide(dx[a:b], w2t, dzt, kernel, padding)
+            elif need_dx:
                 c6 = np.matmul(w2t, dzt).reshape((x.shape[1],) + tuple(kernel) + (b - a,) +
                                                  tuple(out_hw)).transpose(3, 0, 1, 2, 4, 5)
                 dx[a:b] = self._col2im_sum(c6, (b - a,) + x.shape[1:], kernel, stride, padding,
                                            dilation)
+        # stride and dilation 1, finite weights: col2im as whole-row adds (_col2im_wide), where
+        # its zero columns cost the GEMM less than the windows' short rows cost the adds
+        wide = need_dx and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and \
+            out_hw[1] >= WIDE_MIN * (kernel[1] - 1) and bool(np.isfinite(w2).all())
         _blas_blocks(len(parts), body)
         db = rows.sum(axis=0, dtype=np.float64).astype(dz.dtype) if need_db else None
         dw = np.ascontiguousarray(partial.sum(axis=0).T).reshape(w.shape) if need_dw else None
