@@ -27,7 +27,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..vocab.activations import ACT
 from .cpu_blocks import CACHE_BLOCK, big, row_blocks
-from .cpu_threads import blas_holdable, parallel_for, single_threaded_blas
+from .cpu_threads import blas_holdable, num_threads, parallel_for, single_threaded_blas
 
 # Column elements per block of images of a convolution (at least one image): a block's columns
 # stay in a core's L2 cache between im2col and the GEMMs. Depends only on shapes (never on the
@@ -37,6 +37,13 @@ _WIDE = ("float32", "float64")
 # _col2im_wide where an output row holds at least this many times the kw - 1 zero columns it
 # adds (a 3x3 conv: OW >= 16; at OW = 8 the longer GEMM ate the gain)
 WIDE_MIN = 8
+
+
+def _pass_block(total):
+    """Elements per block of a batch norm or pooling pass over `total`: two blocks per thread,
+    between CACHE_BLOCK and 4 CACHE_BLOCK (in a core's L2 cache; fewer, larger blocks hold
+    the GIL, which each numpy call takes, for a smaller share of the time)."""
+    return min(4 * CACHE_BLOCK, max(CACHE_BLOCK, -(-total // (2 * num_threads()))))
 
 
 def _blocked(*arrays):
@@ -194,7 +201,7 @@ class CpuCNN:
                                       training, act)
         x3 = x.reshape(n, c, -1)
         count, ct = x3.shape[0] * x3.shape[2], x.dtype
-        parts = row_blocks(n, x3[0].size, CACHE_BLOCK)
+        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
         sums = np.empty((n, c), ct)
 
         def row_sums(fn):               # ArrayCNN._channel_sum: row sums, then over the batch
@@ -251,7 +258,7 @@ class CpuCNN:
         s3 = None if s is None else s.reshape(n, c, -1)
         ct, count = dy.dtype, max(n * x3.shape[2], 1)
         m, r = mean.astype(ct)[:, None], rstd.astype(ct)[:, None]
-        parts = row_blocks(n, x3[0].size, CACHE_BLOCK)
+        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
         dx = np.empty(x3.shape, ct)
         d1 = None if act == "none" else ACT[act].np.d1
 
@@ -316,7 +323,7 @@ class CpuCNN:
     def _planes(self, shape):
         """(planes, blocks of planes) of an (N, C, H, W) op done plane by plane."""
         p = shape[0] * shape[1]
-        return p, row_blocks(p, shape[2] * shape[3], CACHE_BLOCK)
+        return p, row_blocks(p, shape[2] * shape[3], _pass_block(p * shape[2] * shape[3]))
 
     def _pool_geometry(self, x_shape, kernel, stride, padding, dilation, out_hw):
         """(taps, the first tap's flat index per window, each tap's offset from it) when every
