@@ -27,6 +27,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..vocab.activations import ACT
 from .cpu_blocks import CACHE_BLOCK, big, row_blocks
+from .cpu_elementwise import column_sum
 from .cpu_threads import blas_holdable, num_threads, parallel_for, single_threaded_blas
 
 # Column elements per block of images of a convolution (at least one image): a block's columns
@@ -190,7 +191,11 @@ class CpuCNN:
             out_hw[1] >= WIDE_MIN * (kernel[1] - 1) and bool(np.isfinite(w2).all())
         _blas_blocks(len(parts), body)
         db = rows.sum(axis=0, dtype=np.float64).astype(dz.dtype) if need_db else None
-        dw = np.ascontiguousarray(partial.sum(axis=0).T).reshape(w.shape) if need_dw else None
+        if need_dw:                         # the blocks' products added in block order
+            dw = column_sum(partial.reshape(len(parts), -1)).reshape(partial.shape[1:])
+            dw = np.ascontiguousarray(dw.T).reshape(w.shape)
+        else:
+            dw = None
         return dx, dw, db
 
     # -- batch norm ----------------------------------------------------------------------------------
