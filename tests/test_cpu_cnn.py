@@ -51,8 +51,8 @@ def _img(shape, seed):
                                                    ("none", 2, (3, 3), 1)])
 def test_convolution_in_blocks_of_images(act, stride, kernel, pad):
     """24 images of 32 channels, about 16 x 16 outputs (stride 1: its column gradient is added
-    back in whole padded rows): a few images a block (CONV_BLOCK), so the weight gradient adds
-    several blocks' products."""
+    back in whole padded rows): one image a block (cpu_cnn.CONV_MIN_BLOCKS), so the weight
+    gradient adds 24 blocks' products."""
     hw = 32 if stride == 2 else 16
     x0, w0 = _img((24, 32, hw, hw), 1), _img((16, 32) + kernel, 2) * 0.2
     out = TF.conv2d(torch.zeros(1, 32, hw, hw), torch.zeros((16, 32) + kernel), stride=stride,

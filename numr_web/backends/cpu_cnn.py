@@ -30,10 +30,13 @@ from .cpu_blocks import CACHE_BLOCK, big, row_blocks
 from .cpu_elementwise import column_sum
 from .cpu_threads import blas_holdable, num_threads, parallel_for, single_threaded_blas
 
-# Column elements per block of images of a convolution (at least one image): a block's columns
-# stay in a core's L2 cache between im2col and the GEMMs. Depends only on shapes (never on the
-# thread count): the weight gradient adds the blocks' products in this fixed order.
-CONV_BLOCK = 1 << 18
+# Column elements per block of images of a convolution (at least one image; larger blocks give
+# the weight gradient's GEMM a longer K), and at least CONV_MIN_BLOCKS blocks where the batch
+# allows (work for many cores). Depends only on shapes (never on the thread count): the weight
+# gradient adds the blocks' products in this fixed order.
+CONV_BLOCK = 1 << 19
+CONV_MIN_BLOCKS = 32
+CONV_MIN_COLUMNS = 256      # output positions per block at least (a GEMM's N)
 _WIDE = ("float32", "float64")
 # _col2im_wide where an output row holds at least this many times the kw - 1 zero columns it
 # adds (a 3x3 conv: OW >= 16; at OW = 8 the longer GEMM ate the gain)
@@ -112,7 +115,8 @@ class CpuCNN:
     def _conv_plan(self, x, w, stride, padding, dilation):
         n, (o, c, kh, kw) = x.shape[0], w.shape
         oh, ow = self._conv_out(x.shape, (kh, kw), stride, padding, dilation)
-        per = max(1, CONV_BLOCK // max(1, c * kh * kw * oh * ow))
+        per = max(1, -(-CONV_MIN_COLUMNS // max(1, oh * ow)),
+                  min(CONV_BLOCK // max(1, c * kh * kw * oh * ow), -(-n // CONV_MIN_BLOCKS)))
         w2 = np.ascontiguousarray(w).reshape(o, c * kh * kw)
         return (oh, ow), w2, row_blocks(n, 1, per)
 
