@@ -82,20 +82,26 @@ class ArrayCNN(ComposedConv):
                 y = row.np.fwd(xp, d if row.np.keeps_z else d.copy())
             else:
                 y = s = row.np.fwd(xp, d)
-        new_rm = new_rv = None
-        if training and count:
-            m = momentum
-            if running_mean is not None:
-                new_rm = self._asarray(running_mean.astype(xp.float64) * (1 - m) + mean * m,
-                                       running_mean.dtype)
-            if running_var is not None:
-                unbiased = var * (count / max(count - 1, 1))
-                new_rv = self._asarray(running_var.astype(xp.float64) * (1 - m) + unbiased * m,
-                                       running_var.dtype)
+        new_rm, new_rv = self._bn_running(running_mean, running_var, mean, var, count, momentum) \
+            if training and count else (None, None)
         dt = x.dtype
         return (self._asarray(y.reshape(x.shape), dt),
                 None if s is None else self._asarray(s.reshape(x.shape), dt),
                 self._asarray(mean, ct), self._asarray(rstd, ct), new_rm, new_rv)
+
+    def _bn_running(self, running_mean, running_var, mean, var, count, m):
+        """The updated running statistics (None for one not given): float64 mean and biased
+        variance of `count` values, momentum m (a number or a 0-d handle)."""
+        xp = self.xp
+        new_rm = new_rv = None
+        if running_mean is not None:
+            new_rm = self._asarray(running_mean.astype(xp.float64) * (1 - m) + mean * m,
+                                   running_mean.dtype)
+        if running_var is not None:
+            unbiased = var * (count / max(count - 1, 1))
+            new_rv = self._asarray(running_var.astype(xp.float64) * (1 - m) + unbiased * m,
+                                   running_var.dtype)
+        return new_rm, new_rv
 
     def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
         """(dx, dweight or None, dbias or None): g = dy * act'(.) (from s), then
@@ -150,8 +156,7 @@ class ArrayCNN(ComposedConv):
         """x padded to cover every window (padding, and ceil_mode's last windows)."""
         xp = self.xp
         n, c, H, W = x.shape
-        need = [(out_hw[a] - 1) * stride[a] + dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1)]
-        hp, wp = max(H + 2 * padding[0], need[0]), max(W + 2 * padding[1], need[1])
+        hp, wp = self._pool_padded_shape(x.shape, kernel, stride, padding, dilation, out_hw)
         if (hp, wp) == (H, W):
             return x
         out = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
@@ -164,14 +169,21 @@ class ArrayCNN(ComposedConv):
         window order, the last NaN, or the window's first element when all are -inf."""
         xp = self.xp
         xw = self._widen(x)
-        xpad = self._pool_padded(xw, kernel, stride, padding, dilation, out_hw, -xp.inf)
+        shape = x.shape[:2] + tuple(out_hw)
+        best, idx = xp.empty(shape, dtype=xw.dtype), xp.empty(shape, dtype=xp.int32)
         taps = self._pool_taps(x.shape, kernel, stride, padding, dilation, out_hw)
+        self._max_pool_into(best, idx, xw, taps, kernel, stride, padding, dilation, out_hw)
+        return self._asarray(best, x.dtype), idx
+
+    def _max_pool_into(self, best, idx, xw, taps, kernel, stride, padding, dilation, out_hw):
+        """max_pool2d of xw (compute dtype) into best and idx, from _pool_taps' taps."""
+        xp = self.xp
+        xpad = self._pool_padded(xw, kernel, stride, padding, dilation, out_hw, -xp.inf)
         views = [xpad[:, :, rs, cs] for rs, cs, _ in taps]
-        best = views[0].copy()
+        xp.copyto(best, views[0])
         for v in views[1:]:
             xp.maximum(best, v, out=best)               # NaN wins, as in torch
         padded = xpad is not xw
-        idx = xp.empty(best.shape, dtype=xp.int32)
         # the first tap inside the input equal to the maximum (all -inf: the first inside):
         # taps in reverse, the last assignment wins
         for v, (_, _, pos) in zip(reversed(views), reversed(taps)):
@@ -183,19 +195,27 @@ class ArrayCNN(ComposedConv):
         if nan.any():                                    # the last NaN of such windows
             for v, (_, _, pos) in zip(views, taps):
                 xp.copyto(idx, xp.broadcast_to(pos, idx.shape), where=nan & xp.isnan(v))
-        return self._asarray(best, x.dtype), idx
+
+    def _pool_padded_shape(self, x_shape, kernel, stride, padding, dilation, out_hw):
+        need = [(out_hw[a] - 1) * stride[a] + dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1)]
+        return (max(x_shape[2] + 2 * padding[0], need[0]),
+                max(x_shape[3] + 2 * padding[1], need[1]))
 
     def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):
         """dx: each input element's gradient is the sum of dy over the windows whose saved
         index is that element (in tap order: deterministic)."""
         xp = self.xp
         g = self._widen(dy)
-        out_hw = dy.shape[2:]
         n, c, H, W = x_shape
-        need = [(out_hw[a] - 1) * stride[a] + dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1)]
-        hp, wp = max(H + 2 * padding[0], need[0]), max(W + 2 * padding[1], need[1])
+        hp, wp = self._pool_padded_shape(x_shape, kernel, stride, padding, dilation, dy.shape[2:])
         dx = xp.zeros((n, c, hp, wp), dtype=g.dtype)
-        for rs, cs, pos in self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw):
-            dx[:, :, rs, cs] += xp.where(index == pos, g, 0)
+        taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, dy.shape[2:])
+        self._max_pool_grad_into(dx, g, index, taps)
         dx = dx[:, :, padding[0]:padding[0] + H, padding[1]:padding[1] + W]
         return self._asarray(xp.ascontiguousarray(dx), dy.dtype)
+
+    def _max_pool_grad_into(self, dx, g, index, taps):
+        """Adds each window's g into the padded dx (zeros) at its saved index, tap by tap."""
+        xp = self.xp
+        for rs, cs, pos in taps:
+            dx[:, :, rs, cs] += xp.where(index == pos, g, 0)

@@ -11,6 +11,9 @@ is a skinny M = O GEMM per image, several times slower on BLAS): the columns are
             dcols' (CK, N*L) = W^T @ dz'                 then col2im from that layout
             (dz' is dz as (O, N*L): one transposing copy); two single large GEMMs, K = N*L for dW
 
+The cpu device runs these GEMMs on blocks of images instead (backends/cpu_cnn.py), each block's
+columns made, multiplied and consumed while in cache, one block per core.
+
 The columns are made again in the backward instead of being kept from the forward (the forward
 keeps only what the activation's backward reads): a memory-bound pass instead of holding
 C*kh*kw/C times the input per layer until the backward."""

@@ -297,6 +297,13 @@ def _blas_controller():
     return _state.blas
 
 
+def blas_holdable():
+    """Whether single_threaded_blas can hold numpy's BLAS at one thread (threadpoolctl knows
+    it): blocks whose GEMMs are small run well only then."""
+    with _state.lock:
+        return bool(_blas_controller())
+
+
 @contextlib.contextmanager
 def single_threaded_blas():
     """Holds numpy's BLAS at one thread while parallel blocks call it (each block's GEMMs then

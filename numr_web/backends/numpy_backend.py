@@ -1,7 +1,8 @@
 """The cpu device: numpy. The reference semantics every other backend is tested against.
 Large ops run on every core the process may use (NUMR_CPU_THREADS; cpu_threads.py): the
-elementwise work in cpu_elementwise.py, the nn primitives in cpu_nn.py, bit-identical to the
-one-call numpy code of ArrayBackend they fall back to for small inputs."""
+elementwise work in cpu_elementwise.py, the nn primitives in cpu_nn.py and cpu_cnn.py,
+bit-identical to the one-call numpy code of ArrayBackend they fall back to for small inputs
+(split-K GEMMs and a convolution's weight gradient add in another fixed order)."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import os
 from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
 from .checks import Check, call_site
+from .cpu_cnn import CpuCNN
 from .cpu_elementwise import CpuElementwise
 from .cpu_nn import CpuNN
 from .cpu_threads import ENV, num_threads
@@ -21,7 +23,7 @@ def _physical_memory():
         return 2 ** 62
 
 
-class NumpyBackend(CpuNN, CpuElementwise, ArrayBackend):
+class NumpyBackend(CpuCNN, CpuNN, CpuElementwise, ArrayBackend):
     device = "cpu"
     dlpack_device_types = (1,)     # kDLCPU
 

@@ -1,0 +1,429 @@
+"""The cpu backend's conv-net primitives on many cores, each a few passes over blocks of images
+(or of image planes) that the worker threads take one at a time (cpu_threads.py), every pass
+of a block done while its data is in the core's cache:
+
+  * convolution: a block's columns are made, multiplied (BLAS at one thread per block) and
+    turned into NCHW (with the bias and activation) before the next block, so the columns of
+    the whole batch ((C*kh*kw) / C times the input) are never written to memory, nor the
+    transposed gradient, nor the column gradient before col2im; the per-block GEMMs are those
+    of ComposedConv (conv.py) on a block's columns;
+  * batch norm: one pass for the sums, one for the centred sums of squares, one writing y (the
+    backward: one for both sums, one writing dx), each recomputing its centred values;
+  * max pooling, forward and backward: blocks of planes.
+
+Results are bit-identical to ArrayCNN's one-call code (the same numpy calls on each block; the
+per-channel sums are per (image, channel) row sums, which a block computes as the one call
+does, then added over the batch once), except the convolution's weight gradient: a sum over
+fixed blocks of images of the blocks' GEMMs (a fixed order, the same on every thread count; no
+less accurate than one BLAS GEMM, tests/test_cpu_cnn.py). float16 takes the one-call path, and
+so does the convolution where BLAS cannot be held at one thread per block (no threadpoolctl).
+A mixin of NumpyBackend, before CpuNN."""
+from __future__ import annotations
+
+try:
+    import numpy as np
+except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
+    np = None
+
+from ..vocab.activations import ACT
+from .cpu_blocks import CACHE_BLOCK, big, row_blocks
+from .cpu_elementwise import column_sum
+from .cpu_threads import blas_holdable, num_threads, parallel_for, single_threaded_blas
+
+# Column elements per block of images of a convolution (at least one image; larger blocks give
+# the weight gradient's GEMM a longer K), and at least CONV_MIN_BLOCKS blocks where the batch
+# allows (work for many cores). Depends only on shapes (never on the thread count): the weight
+# gradient adds the blocks' products in this fixed order.
+CONV_BLOCK = 1 << 19
+CONV_MIN_BLOCKS = 32
+CONV_MIN_COLUMNS = 256      # output positions per block at least (a GEMM's N)
+_WIDE = ("float32", "float64")
+# _col2im_wide where an output row holds at least this many times the kw - 1 zero columns it
+# adds (a 3x3 conv: OW >= 16; at OW = 8 the longer GEMM ate the gain)
+WIDE_MIN = 8
+
+
+def _pass_block(total):
+    """Elements per block of a batch norm or pooling pass over `total`: two blocks per thread,
+    between CACHE_BLOCK and 4 CACHE_BLOCK (in a core's L2 cache; fewer, larger blocks hold
+    the GIL, which each numpy call takes, for a smaller share of the time)."""
+    return min(4 * CACHE_BLOCK, max(CACHE_BLOCK, -(-total // (2 * num_threads()))))
+
+
+def _blocked(*arrays):
+    """Whether these float32/float64 arrays take the blocked path: large, 2+ images."""
+    return big(arrays[0]) and arrays[0].shape[0] >= 2 and \
+        all(a is None or a.dtype.name in _WIDE and a.dtype == arrays[0].dtype for a in arrays)
+
+
+def _blas_blocks(n, fn):
+    """parallel_for of blocks that call BLAS, BLAS held at one thread (each block's GEMMs on its
+    own core; on one thread too: BLAS's threads on a block's small GEMMs cost more than they
+    give). Callers check blas_holdable() first."""
+    with single_threaded_blas():
+        parallel_for(n, fn)
+
+
+_INT = {4: "int32", 8: "int64"}
+
+
+def _col2im_wide(dx, w2t, dzt, kernel, padding):
+    """ArrayNN._col2im_sum of W^T @ dz' for stride and dilation 1, bit for bit, with rows of
+    whole padded width: dz' gets kw - 1 zero columns per output row, so the column gradient of
+    tap (i, j) is one run of OH * Wp values that adds into each padded plane at i * Wp + j (one
+    long add per tap, where the windows' form adds OH rows of OW). The zero columns give exact
+    zeros (finite weights) that land on other elements: adding +-0 to a sum that started at +0
+    changes no bit (such a sum is never -0)."""
+    nb, c, H, W = dx.shape
+    (kh, kw), (ph, pw) = kernel, padding
+    hp, wp = H + 2 * ph, W + 2 * pw
+    oh, ow = hp - kh + 1, wp - kw + 1
+    o = dzt.shape[0]
+    dzw = np.empty((o, nb, oh, wp), dzt.dtype)
+    dzw[..., ow:] = 0
+    dzw[..., :ow] = dzt.reshape(o, nb, oh, ow)
+    cols = np.matmul(w2t, dzw.reshape(o, -1)).reshape(c, kh, kw, nb, oh * wp)
+    out = np.zeros((nb, c, hp * wp + kw - 1), dx.dtype)   # (the last tap's zeros run past)
+    for i in range(kh):
+        for j in range(kw):
+            at = i * wp + j
+            out[:, :, at:at + oh * wp] += cols[:, i, j].transpose(1, 0, 2)
+    dx[...] = out[:, :, :hp * wp].reshape(nb, c, hp, wp)[:, :, ph:ph + H, pw:pw + W]
+
+
+def _relu(z):
+    """relu in place with act_numpy's bits (0 where z < 0; -0.0 and NaN pass through), as an
+    integer product of z's bits with z >= 0-or-NaN: a masked copy costs ~10x more."""
+    keep = np.less(z, 0)
+    np.logical_not(keep, out=keep)
+    bits = z.view(_INT[z.itemsize])
+    np.multiply(bits, keep, out=bits)
+    return z
+
+
+def _relu_grad(dy, s, out):
+    """relu's d1, where(s <= 0, 0, dy), bit for bit, into out (integer work as in _relu)."""
+    keep = np.less_equal(s, 0)
+    np.logical_not(keep, out=keep)
+    t = _INT[dy.itemsize]
+    np.multiply(dy.view(t), keep, out=out.view(t))
+    return out
+
+
+class CpuCNN:
+    # -- convolution ---------------------------------------------------------------------------------
+    def _conv_plan(self, x, w, stride, padding, dilation):
+        n, (o, c, kh, kw) = x.shape[0], w.shape
+        oh, ow = self._conv_out(x.shape, (kh, kw), stride, padding, dilation)
+        per = max(1, -(-CONV_MIN_COLUMNS // max(1, oh * ow)),
+                  min(CONV_BLOCK // max(1, c * kh * kw * oh * ow), -(-n // CONV_MIN_BLOCKS)))
+        w2 = np.ascontiguousarray(w).reshape(o, c * kh * kw)
+        return (oh, ow), w2, row_blocks(n, 1, per)
+
+    def _block_cols(self, x, kernel, stride, padding, dilation, out_hw):
+        """x's (a block's) columns in the (C*kh*kw, n*OH*OW) layout."""
+        n, c = x.shape[:2]
+        cols = np.empty((c,) + tuple(kernel) + (n,) + tuple(out_hw), x.dtype)
+        self._im2col_into(cols.transpose(3, 0, 1, 2, 4, 5), x, kernel, stride, padding,
+                          dilation, 0.0)
+        return cols.reshape(-1, n * out_hw[0] * out_hw[1])
+
+    def conv2d(self, x, w, bias, stride, padding, dilation, act):
+        if not (_blocked(x, w, bias) and blas_holdable()):     # else: whole-batch GEMMs
+            return super().conv2d(x, w, bias, stride, padding, dilation, act)
+        o, kernel = w.shape[0], w.shape[2:]
+        out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
+        L = out_hw[0] * out_hw[1]
+        row = None if act == "none" else ACT[act]
+        z = np.empty((x.shape[0], o, L), x.dtype)
+        y = np.empty_like(z) if row is not None and row.saves == "z" else z
+
+        def body(i):      # ArrayCNN._channel_bias_act on the block's GEMM, in place
+            a, b = parts[i]
+            cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
+            zv = np.matmul(w2, cols).reshape(o, b - a, L).transpose(1, 0, 2)
+            if bias is not None:
+                np.add(zv, bias.reshape(1, -1, 1), out=z[a:b])
+            else:
+                z[a:b] = zv
+            if row is not None:
+                zb = z[a:b]
+                got = row.np.fwd(np, zb if row.saves == "y" or row.np.keeps_z else zb.copy())
+                if got is not y[a:b]:
+                    y[a:b] = got
+        _blas_blocks(len(parts), body)
+        shape = x.shape[:1] + (o,) + tuple(out_hw)
+        return y.reshape(shape), None if row is None else \
+            (y if row.saves == "y" else z).reshape(shape)
+
+    def conv2d_backward(self, dy, x, w, s, act, stride, padding, dilation, need_dx, need_dw,
+                        need_db):
+        if not (_blocked(x, w, dy) and blas_holdable()):
+            return super().conv2d_backward(dy, x, w, s, act, stride, padding, dilation, need_dx,
+                                           need_dw, need_db)
+        n, o, kernel = x.shape[0], w.shape[0], w.shape[2:]
+        out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
+        L = out_hw[0] * out_hw[1]
+        dz = dy if act == "none" else self.act_backward(act, dy, s)[0]
+        dz3 = np.ascontiguousarray(dz).reshape(n, o, L)
+        rows = np.empty((n, o), dz.dtype) if need_db else None
+        partial = np.empty((len(parts), w2.shape[1], o), dz.dtype) if need_dw else None
+        dx = np.empty(x.shape, dz.dtype) if need_dx else None
+        w2t = w2.T
+
+        def body(i):
+            a, b = parts[i]
+            if need_db:                     # ArrayCNN._channel_sum's row sums, for the block
+                rows[a:b] = dz3[a:b].sum(axis=2)
+            if not (need_dw or need_dx):
+                return
+            dzt = np.ascontiguousarray(dz3[a:b].transpose(1, 0, 2)).reshape(o, (b - a) * L)
+            if need_dw:                     # dW^T's share of this block: cols' @ dz'^T
+                cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
+                np.matmul(cols, dzt.T, out=partial[i])
+                del cols
+            if need_dx and wide:
+                _col2im_wide(dx[a:b], w2t, dzt, kernel, padding)
+            elif need_dx:
+                c6 = np.matmul(w2t, dzt).reshape((x.shape[1],) + tuple(kernel) + (b - a,) +
+                                                 tuple(out_hw)).transpose(3, 0, 1, 2, 4, 5)
+                dx[a:b] = self._col2im_sum(c6, (b - a,) + x.shape[1:], kernel, stride, padding,
+                                           dilation)
+        # stride and dilation 1, finite weights: col2im as whole-row adds (_col2im_wide), where
+        # its zero columns cost the GEMM less than the windows' short rows cost the adds
+        wide = need_dx and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and \
+            out_hw[1] >= WIDE_MIN * (kernel[1] - 1) and bool(np.isfinite(w2).all())
+        _blas_blocks(len(parts), body)
+        db = rows.sum(axis=0, dtype=np.float64).astype(dz.dtype) if need_db else None
+        if need_dw:                         # the blocks' products added in block order
+            dw = column_sum(partial.reshape(len(parts), -1)).reshape(partial.shape[1:])
+            dw = np.ascontiguousarray(dw.T).reshape(w.shape)
+        else:
+            dw = None
+        return dx, dw, db
+
+    # -- batch norm ----------------------------------------------------------------------------------
+    def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
+        n, c = x.shape[:2]
+        if not _blocked(x) or x.size == 0:
+            return super().batch_norm(x, weight, bias, running_mean, running_var, momentum, eps,
+                                      training, act)
+        x3 = x.reshape(n, c, -1)
+        count, ct = x3.shape[0] * x3.shape[2], x.dtype
+        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
+        sums = np.empty((n, c), ct)
+
+        def row_sums(fn):               # ArrayCNN._channel_sum: row sums, then over the batch
+            def body(i):
+                a, b = parts[i]
+                sums[a:b] = fn(a, b).sum(axis=2)
+            parallel_for(len(parts), body)
+            return sums.sum(axis=0, dtype=np.float64)
+        var = None
+        if training:
+            mean = row_sums(lambda a, b: x3[a:b]) / count
+            shift = mean.astype(ct)[:, None]
+
+            def square(a, b):
+                d = x3[a:b] - shift
+                return np.multiply(d, d, out=d)
+            var = row_sums(square) / count
+        else:
+            mean = running_mean.astype(np.float64)
+            shift = self._widen(running_mean)[:, None]
+        rstd = 1.0 / np.sqrt((var if training else running_var.astype(np.float64)) + eps)
+        scale = (rstd if weight is None else rstd * weight.astype(np.float64)).astype(ct)[:, None]
+        row = None if act == "none" else ACT[act]
+        keep_z = row is not None and row.saves == "z"
+        y = np.empty(x3.shape, ct)
+        s = np.empty(x3.shape, ct) if keep_z else None
+
+        def body(i):                    # ArrayCNN.batch_norm's y, for images a:b, in place
+            a, b = parts[i]
+            d = np.subtract(x3[a:b], shift, out=(s if keep_z else y)[a:b])
+            d *= scale
+            if bias is not None:
+                d += bias[:, None]
+            if act == "relu":
+                _relu(d)
+            elif keep_z:
+                y[a:b] = row.np.fwd(np, d if row.np.keeps_z else d.copy())
+            elif row is not None:
+                got = row.np.fwd(np, d)
+                if got is not d:
+                    d[...] = got
+        parallel_for(len(parts), body)
+        new_rm, new_rv = self._bn_running(running_mean, running_var, mean, var, count,
+                                          momentum) if training else (None, None)
+        return (y.reshape(x.shape), None if row is None else (s if keep_z else y).reshape(
+            x.shape), mean.astype(ct), rstd.astype(ct), new_rm, new_rv)
+
+    def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
+        n, c = x.shape[:2]
+        if not _blocked(x, dy, s) or x.size == 0:
+            return super().batch_norm_backward(dy, x, weight, mean, rstd, s, act, training,
+                                               need_dw, need_db)
+        g3, x3 = dy.reshape(n, c, -1), x.reshape(n, c, -1)
+        s3 = None if s is None else s.reshape(n, c, -1)
+        ct, count = dy.dtype, max(n * x3.shape[2], 1)
+        m, r = mean.astype(ct)[:, None], rstd.astype(ct)[:, None]
+        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
+        dx = np.empty(x3.shape, ct)
+        d1 = None if act == "none" else ACT[act].np.d1
+
+        def grad(a, b):
+            """ArrayCNN.batch_norm_backward's g = dy * act'(.), kept in dx (read again)."""
+            if d1 is None:
+                return g3[a:b]
+            if act == "relu":
+                return _relu_grad(g3[a:b], s3[a:b], dx[a:b])
+            dx[a:b] = d1(np, g3[a:b], s3[a:b], None)
+            return dx[a:b]
+
+        def centred(a, b):              # its xhat
+            xhat = x3[a:b] - m
+            xhat *= r
+            return xhat
+        scale = rstd.astype(np.float64) if weight is None else \
+            rstd.astype(np.float64) * weight.astype(np.float64)
+        scale = scale.astype(ct)[:, None]
+        want_g, want_gx = training or need_db, training or need_dw
+        if not (want_g or want_gx):     # eval, no weight gradients: dx = g * scale, one pass
+            def scaled(i):
+                a, b = parts[i]
+                g = grad(a, b)
+                np.multiply(g, scale, out=dx[a:b])
+            parallel_for(len(parts), scaled)
+            return dx.reshape(x.shape), None, None
+        sg = np.empty((n, c), ct) if want_g else None
+        sgx = np.empty((n, c), ct) if want_gx else None
+
+        def sums(i):
+            a, b = parts[i]
+            g = grad(a, b)
+            if want_g:
+                sg[a:b] = g.sum(axis=2)
+            if want_gx:
+                xhat = centred(a, b)
+                xhat *= g                       # g * xhat (the product commutes bit for bit)
+                sgx[a:b] = xhat.sum(axis=2)
+            if not training:
+                np.multiply(g, scale, out=dx[a:b])
+        parallel_for(len(parts), sums)
+        sg = None if sg is None else sg.sum(axis=0, dtype=np.float64)
+        sgx = None if sgx is None else sgx.sum(axis=0, dtype=np.float64)
+        if training:
+            kx, kg = (sgx / count).astype(ct)[:, None], (sg / count).astype(ct)[:, None]
+
+            def body(i):
+                a, b = parts[i]
+                g = g3[a:b] if d1 is None else dx[a:b]
+                xhat = centred(a, b)
+                xhat *= kx
+                d = np.subtract(g, xhat, out=dx[a:b])
+                d -= kg
+                d *= scale
+            parallel_for(len(parts), body)
+        wdt = dy.dtype if weight is None else weight.dtype
+        return (dx.reshape(x.shape), sgx.astype(wdt) if need_dw else None,
+                sg.astype(wdt) if need_db else None)
+
+    # -- max pooling ---------------------------------------------------------------------------------
+    def _planes(self, shape):
+        """(planes, blocks of planes) of an (N, C, H, W) op done plane by plane."""
+        p = shape[0] * shape[1]
+        return p, row_blocks(p, shape[2] * shape[3], _pass_block(p * shape[2] * shape[3]))
+
+    def _pool_geometry(self, x_shape, kernel, stride, padding, dilation, out_hw):
+        """(taps, the first tap's flat index per window, each tap's offset from it) when every
+        window lies inside the input (no padding read), else (taps, None, None)."""
+        taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw)
+        if self._pool_padded_shape(x_shape, kernel, stride, padding, dilation, out_hw) != \
+                tuple(x_shape[2:]):
+            return taps, None, None
+        base = taps[0][2]
+        return taps, base, [int(t[2].flat[0] - base.flat[0]) for t in taps]
+
+    def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
+        if not _blocked(x):
+            return super().max_pool2d(x, kernel, stride, padding, dilation, out_hw)
+        p, parts = self._planes(x.shape)
+        x4 = np.ascontiguousarray(x).reshape(p, 1, x.shape[2], x.shape[3])
+        taps, base, offs = self._pool_geometry(x.shape, kernel, stride, padding, dilation,
+                                               out_hw)
+        best = np.empty((p, 1) + tuple(out_hw), x.dtype)
+        idx = np.empty(best.shape, np.int32)
+
+        def body(i):
+            a, b = parts[i]
+            if base is None or not _max_pool_inside(best[a:b], idx[a:b], x4[a:b], taps, base,
+                                                    offs):
+                self._max_pool_into(best[a:b], idx[a:b], x4[a:b], taps, kernel, stride,
+                                    padding, dilation, out_hw)
+        parallel_for(len(parts), body)
+        shape = x.shape[:2] + tuple(out_hw)
+        return best.reshape(shape), idx.reshape(shape)
+
+    def max_pool2d_backward(self, dy, index, x_shape, kernel, stride, padding, dilation):
+        if not _blocked(dy):
+            return super().max_pool2d_backward(dy, index, x_shape, kernel, stride, padding,
+                                               dilation)
+        p, parts = self._planes(x_shape)
+        H, W = x_shape[2:]
+        out_hw = dy.shape[2:]
+        g = np.ascontiguousarray(dy).reshape((p, 1) + tuple(out_hw))
+        ix = np.ascontiguousarray(index).reshape(g.shape)
+        hp, wp = self._pool_padded_shape(x_shape, kernel, stride, padding, dilation, out_hw)
+        taps = self._pool_taps(x_shape, kernel, stride, padding, dilation, out_hw)
+        dx = np.empty((p, 1, H, W), dy.dtype)
+        (ph, pw), direct = padding, (hp, wp) == (H, W)
+        # windows that share no element: each dx element is 0 + one window's g, or 0
+        disjoint = all(stride[a] >= dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1))
+
+        def body(i):
+            a, b = parts[i]
+            d = dx[a:b] if direct else np.zeros((b - a, 1, hp, wp), dy.dtype)
+            if direct:
+                d.fill(0)
+            if direct and disjoint:
+                _max_pool_grad_disjoint(d, g[a:b], ix[a:b], taps)
+            else:
+                self._max_pool_grad_into(d, g[a:b], ix[a:b], taps)
+            if not direct:
+                dx[a:b] = d[:, :, ph:ph + H, pw:pw + W]
+        parallel_for(len(parts), body)
+        return dx.reshape(x_shape)
+
+
+def _max_pool_inside(best, idx, x, taps, base, offs):
+    """ArrayCNN._max_pool_into for windows inside the input, without its masked copies: the
+    first tap equal to the maximum found with boolean work, its index base + its offset.
+    Returns False (nothing decided) where a window's maximum is NaN (then the last NaN wins:
+    the caller runs the general form)."""
+    views = [x[:, :, rs, cs] for rs, cs, _ in taps]
+    np.copyto(best, views[0])
+    for v in views[1:]:
+        np.maximum(best, v, out=best)                # as ArrayCNN: NaN wins
+    found = np.equal(views[0], best)
+    np.copyto(idx, base)
+    hit, new = np.empty_like(found), np.empty_like(found)
+    step = np.empty(idx.shape, np.int32)
+    for v, off in zip(views[1:], offs[1:]):
+        np.equal(v, best, out=hit)
+        np.greater(hit, found, out=new)              # a hit, and none before it
+        np.multiply(new, off, out=step)
+        idx += step
+        found |= hit
+    return bool(found.all())                         # a window without a hit holds a NaN
+
+
+def _max_pool_grad_disjoint(d, g, index, taps):
+    """ArrayCNN._max_pool_grad_into when no two windows share an element (d zeros): each tap
+    writes g (as 0 + g: -0.0 becomes +0.0) or +0 through its view, by integer work."""
+    g0 = g + g.dtype.type(0)
+    t = _INT[g.itemsize]
+    bits, dv = g0.view(t), d.view(t)
+    hit = np.empty(g.shape, np.bool_)
+    for rs, cs, pos in taps:
+        np.equal(index, pos, out=hit)
+        np.multiply(bits, hit, out=dv[:, :, rs, cs])

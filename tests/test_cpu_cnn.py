@@ -1,0 +1,196 @@
+"""The cpu device's conv-net primitives in blocks of images (numr_web/backends/cpu_cnn.py), at
+sizes where they take several blocks: convolution, batch norm and max pooling forward and
+backward give the bits of one numpy call per op (parallel_min past every size) on 1 and 4
+threads, except a convolution's weight gradient, which adds its blocks' GEMMs in a fixed order:
+the same bits on every thread count, its error against float64 truth within float32 GEMM's
+bound and near one BLAS call's. Values are also checked against torch in float64."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import numr_web as nr
+import numr_web.nn.functional as F
+from numr_web.backends import cpu_threads
+
+ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
+BLOCKS = 1024               # every case below runs in blocks
+EPS32 = np.finfo(np.float32).eps
+
+
+@pytest.fixture(autouse=True)
+def _restore_settings():
+    before = cpu_threads.configure()
+    yield
+    cpu_threads.configure(*before)
+
+
+def same_bits(a, b, what):
+    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
+    np.testing.assert_array_equal(a, b, err_msg=what)
+    keep = ~np.isnan(a)
+    np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
+
+
+def runs(fn):
+    """{setting: [arrays]} of fn() with one call per op, and in blocks on 1 and 4 threads."""
+    out = {}
+    for name, threads, pmin in (("one call", 1, ONE_CALL), ("1 thread", 1, BLOCKS),
+                                ("4 threads", 4, BLOCKS)):
+        cpu_threads.configure(threads=threads, parallel_min=pmin)
+        out[name] = [np.asarray(t.numpy() if isinstance(t, nr.Tensor) else t) for t in fn()]
+    return out
+
+
+def _img(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("act,stride,kernel,pad", [("none", 1, (3, 3), 1), ("relu", 2, (3, 3), 1),
+                                                   ("gelu", 1, (2, 2), (0, 2)),
+                                                   ("none", 2, (3, 3), 1)])
+def test_convolution_in_blocks_of_images(act, stride, kernel, pad):
+    """24 images of 32 channels, about 16 x 16 outputs (stride 1: its column gradient is added
+    back in whole padded rows): one image a block (cpu_cnn.CONV_MIN_BLOCKS), so the weight
+    gradient adds 24 blocks' products."""
+    hw = 32 if stride == 2 else 16
+    x0, w0 = _img((24, 32, hw, hw), 1), _img((16, 32) + kernel, 2) * 0.2
+    out = TF.conv2d(torch.zeros(1, 32, hw, hw), torch.zeros((16, 32) + kernel), stride=stride,
+                    padding=pad).shape[2:]
+    b0, g0 = _img((16,), 3), _img((24, 16) + tuple(out), 4)
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w = nr.tensor(w0, requires_grad=True)
+        b = nr.tensor(b0, requires_grad=True)
+        y = nr.conv2d_bias_activation(x, w, b, act, stride=stride, padding=pad)
+        dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
+        return [y, dx, db, dw]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, what in enumerate(("y", "dx", "dbias")):
+            same_bits(got["one call"][i], got[name][i], f"{what}, {name}")
+    same_bits(got["1 thread"][3], got["4 threads"][3], "dw on 1 and 4 threads")
+    # the weight gradient against float64 truth (torch, from the same float32 inputs)
+    xt = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    z = TF.conv2d(xt, wt, torch.tensor(b0, dtype=torch.float64), stride=stride, padding=pad)
+    y = {"none": z, "relu": torch.relu(z), "gelu": TF.gelu(z)}[act]
+    dx, dw = torch.autograd.grad(y, [xt, wt], torch.tensor(g0, dtype=torch.float64))
+    np.testing.assert_allclose(got["4 threads"][0], y.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["4 threads"][1], dx.numpy(), rtol=1e-4, atol=1e-4)
+    # |error| of a float32 dot product of K terms: within K eps sum |a b| (K = N * OH * OW);
+    # the blocked sum's error stays near one BLAS call's
+    k = 24 * out[0] * out[1]
+    truth = dw.numpy()
+    scale = np.abs(truth).max()
+    err_one = np.abs(got["one call"][3] - truth).max()
+    err_blk = np.abs(got["4 threads"][3] - truth).max()
+    assert err_blk <= k * EPS32 * scale and err_blk <= 4 * err_one + 8 * EPS32 * scale, \
+        (err_blk, err_one)
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "silu"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_in_blocks_matches_one_call_and_torch(act, training):
+    x0, g0 = _img((16, 24, 20, 20), 5) * 2 + 1, _img((16, 24, 20, 20), 6)
+    w0, b0 = _img((24,), 7), _img((24,), 8)
+    rm0, rv0 = _img((24,), 9) * 0.1, np.abs(_img((24,), 10)) + 0.5
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w = nr.tensor(w0, requires_grad=True)
+        b = nr.tensor(b0, requires_grad=True)
+        rm, rv = nr.tensor(rm0), nr.tensor(rv0)
+        y = F.batch_norm(x, rm, rv, w, b, training=training, activation=act)
+        dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
+        return [y, dx, dw, db, rm, rv]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+    t = [torch.tensor(a, dtype=torch.float64, requires_grad=r)
+         for a, r in ((x0, True), (w0, True), (b0, True), (rm0, False), (rv0, False))]
+    z = TF.batch_norm(t[0], t[3], t[4], t[1], t[2], training=training)
+    y = {"none": z, "relu": torch.relu(z), "silu": TF.silu(z)}[act]
+    grads = torch.autograd.grad(y, t[:3], torch.tensor(g0, dtype=torch.float64))
+    for i, ref in enumerate([y.detach()] + list(grads) + [t[3], t[4]]):
+        np.testing.assert_allclose(got["4 threads"][i], ref.numpy(), rtol=2e-4, atol=2e-4,
+                                   err_msg=f"output {i}")
+
+
+def test_batch_norm_relu_in_blocks_keeps_signed_zeros_and_nans():
+    """relu's blocked form (integer work on the bits) against the one call's masked copy: a
+    channel with weight 0 and bias -0.0 gives -0.0 and +0.0, one holding a NaN gives NaN, one an
+    inf gives NaN and -inf; the gradient passes through NaN and stops at both zeros."""
+    x0, g0 = _img((8, 6, 30, 30), 13), _img((8, 6, 30, 30), 14)
+    x0[0, 1, 3, 4], x0[2, 2, 0, 0] = np.nan, np.inf
+    w0 = np.array([0, 1, 1, 0.5, 0, 2], np.float32)
+    b0 = np.array([-0.0, 0, 1, -0.0, 0, -1], np.float32)
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        w, b = nr.tensor(w0, requires_grad=True), nr.tensor(b0, requires_grad=True)
+        y = F.batch_norm(x, None, None, w, b, training=True, activation="relu")
+        return [y] + list(nr.grad(y, [x, w, b], nr.tensor(g0)))
+    got = runs(run)
+    y = got["one call"][0]
+    assert np.signbit(y[:, 0][y[:, 0] == 0]).any() and np.isnan(y[:, 1]).all()
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+
+
+@pytest.mark.parametrize("case", [dict(k=2), dict(k=2, nan=False), dict(k=(2, 3), s=(3, 3),
+                                  nan=False), dict(k=3, s=2, p=1), dict(k=3, s=2, ceil=True),
+                                  dict(k=2, s=1, d=2)])
+def test_max_pool_in_blocks_matches_one_call_and_torch(case):
+    x0 = _img((12, 20, 17, 18), 11)
+    flat = x0.reshape(-1)
+    if case.get("nan", True):       # (a block holding a NaN maximum takes the general form)
+        flat[::53] = np.nan
+    flat[1::211], flat[2::307] = -np.inf, np.inf
+    flat[5::13] = -0.0
+    flat[3::7] = flat[4::7]                                        # ties: the first maximum
+    g0 = _img((12, 20) + TF.max_pool2d(torch.tensor(x0), case["k"], case.get("s"),
+                                        case.get("p", 0), case.get("d", 1),
+                                        case.get("ceil", False)).shape[2:], 12)
+    g0.reshape(-1)[::17] = -0.0                     # the gradient of a window: 0 + -0.0 = +0.0
+    args = (case["k"], case.get("s"), case.get("p", 0), case.get("d", 1), case.get("ceil", False))
+
+    def run():
+        x = nr.tensor(x0, requires_grad=True)
+        y, idx = F.max_pool2d(x, *args, return_indices=True)
+        return [y, idx, nr.grad(y, [x], nr.tensor(g0))[0]]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i, a in enumerate(got["one call"]):
+            same_bits(a, got[name][i], f"output {i}, {name}")
+    xt = torch.tensor(x0, requires_grad=True)
+    y, idx = TF.max_pool2d(xt, *args, return_indices=True)
+    dx, = torch.autograd.grad(y, [xt], torch.tensor(g0))
+    np.testing.assert_array_equal(got["4 threads"][0], y.detach().numpy())
+    np.testing.assert_array_equal(got["4 threads"][1], idx.numpy())
+    # overlapping windows add their gradients in another order than torch's
+    np.testing.assert_allclose(got["4 threads"][2], dx.numpy(), rtol=4 * EPS32, atol=1e-6)
+
+
+def test_float64_conv_batch_norm_pool_in_blocks():
+    """The blocked forms in float64 (the integer relu on 8-byte words): one call's bits, but
+    the conv weight gradient's, which is the same on 1 and 4 threads and within 1e-12 of it."""
+    x0 = np.random.default_rng(15).standard_normal((16, 8, 24, 24))
+    w0 = np.random.default_rng(16).standard_normal((16, 8, 3, 3)) * 0.2
+
+    def run():
+        x = nr.tensor(x0, dtype="float64", requires_grad=True)
+        w = nr.tensor(w0, dtype="float64", requires_grad=True)
+        z = nr.conv2d_bias_activation(x, w, None, "none", padding=1)
+        y = F.max_pool2d(F.batch_norm(z, None, None, training=True, activation="relu"), 2)
+        dx, dw = nr.grad((y * y).sum(), [x, w])
+        return [y, dx, dw]
+    got = runs(run)
+    for name in ("1 thread", "4 threads"):
+        for i in (0, 1):
+            same_bits(got["one call"][i], got[name][i], f"output {i}, {name}")
+    same_bits(got["1 thread"][2], got["4 threads"][2], "dw on 1 and 4 threads")
+    np.testing.assert_allclose(got["4 threads"][2], got["one call"][2], rtol=1e-12, atol=1e-12)
