@@ -1,7 +1,8 @@
 """The cpu device: numpy. The reference semantics every other backend is tested against.
 Large ops run on every core the process may use (NUMR_CPU_THREADS; cpu_threads.py): the
-elementwise work in cpu_elementwise.py, the nn primitives in cpu_nn.py, bit-identical to the
-one-call numpy code of ArrayBackend they fall back to for small inputs."""
+elementwise work in cpu_elementwise.py, the GEMMs in cpu_gemm.py, the nn primitives in
+cpu_nn.py, bit-identical to the one-call numpy code of ArrayBackend they fall back to for small
+inputs (a GEMM's to one call with BLAS at one thread: cpu_gemm.py)."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
 from .checks import Check, call_site
 from .cpu_elementwise import CpuElementwise
+from .cpu_gemm import CpuGemm
 from .cpu_nn import CpuNN
 from .cpu_threads import ENV, num_threads
 
@@ -21,7 +23,7 @@ def _physical_memory():
         return 2 ** 62
 
 
-class NumpyBackend(CpuNN, CpuElementwise, ArrayBackend):
+class NumpyBackend(CpuNN, CpuGemm, CpuElementwise, ArrayBackend):
     device = "cpu"
     dlpack_device_types = (1,)     # kDLCPU
 
