@@ -44,6 +44,9 @@ TILE_ALIGN = 64
 # Multiply-adds of the smallest tile: OpenBLAS runs products under 100^3 (on AVX-512 CPUs) with
 # its small-matrix kernels, which add in another order than its regular ones.
 TILE_MIN_WORK = 1 << 21
+# OpenBLAS runs a GEMM of fewer multiply-adds on one thread whatever its setting: no need to
+# hold it.
+BLAS_THREADED_MIN = 1 << 18
 # Tiles per thread: more than one, so a core slowed by other work takes fewer.
 TILES_PER_THREAD = 2
 
@@ -134,14 +137,16 @@ class CpuGemm:
         return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b, shape
 
     def _tiles(self, a2, b):
-        """The GEMM's tiles, or None for one call (small, nested in a block, not float32, or
-        BLAS's threads cannot be held)."""
+        """The GEMM's tiles (one tile: one call with BLAS at one thread), or None for numpy's
+        one call with BLAS as it is: fewer multiply-adds than parallel_min() or than BLAS would
+        thread, nested in a block, not float32, or BLAS's threads cannot be held."""
         m, k = a2.shape
         n = b.shape[1]
-        if m * n < parallel_min() or in_parallel() or a2.dtype != _FLOAT32 or \
-                b.dtype != _FLOAT32 or not can_hold_blas():
+        if m * n * k < max(parallel_min(), BLAS_THREADED_MIN) or in_parallel() or \
+                a2.dtype != _FLOAT32 or b.dtype != _FLOAT32 or not can_hold_blas():
             return None
-        return gemm_tiles(m, n, k, num_threads())
+        threads = num_threads()
+        return (gemm_tiles(m, n, k, threads) if threads > 1 else None) or [(0, m, 0, n)]
 
     def _gemm(self, a, b):
         ops = self._gemm_operands(a, b)
@@ -170,10 +175,8 @@ class CpuGemm:
         return ep.result(shape)
 
     def _run_tiles(self, a2, b2, out, tiles, ep):
-        """out = a2 @ b2, tile by tile on the threads with BLAS at one thread (on one thread:
-        one call, BLAS still at one thread, the same bits); ep.tile after each tile's GEMM."""
-        if num_threads() == 1 or len(tiles) == 1:
-            tiles = [(0, out.shape[0], 0, out.shape[1])]
+        """out = a2 @ b2, tile by tile on the threads with BLAS at one thread; ep.tile after
+        each tile's GEMM."""
 
         def body(i):
             r0, r1, c0, c1 = tiles[i]

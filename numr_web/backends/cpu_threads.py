@@ -9,8 +9,9 @@ running process, as torch.set_num_threads):
   NUMR_CPU_THREADS       threads per op; default: the CPUs this process may run on
                          (`os.sched_getaffinity`, as torch's default); 1 in Pyodide (no threads
                          there). 1 runs every block in the calling thread.
-  NUMR_CPU_PARALLEL_MIN  ops on fewer elements (default 131072) run as one numpy call in the
-                         calling thread, exactly as before blocks existed.
+  NUMR_CPU_PARALLEL_MIN  ops on fewer elements (default 131072; a GEMM: multiply-adds) run as
+                         one numpy call in the calling thread, exactly as before blocks
+                         existed.
 
 Rules that keep it safe:
   * a parallel call runs its blocks in the calling thread AND in up to threads - 1 helpers,
