@@ -31,7 +31,9 @@ def erf(xp, x):
 # float64 whose low bits then hold rint(u), read through an int64 view).
 ERF_N = 128
 ERF_KMAX = 504                 # 3.9375: 1 - erf(x) < 1.3e-8 there, below half a float32 ulp of 1
-ERF_BLOCK = 1 << 14            # elements per block: the float64 work arrays (~0.7 MiB) stay in L2
+# Elements per block: the work arrays (1 MiB) stay in L2; the ~20 numpy calls of a block hold the
+# GIL a few microseconds each, a small share of its work only for blocks this large.
+ERF_BLOCK = 1 << 15
 _MAGIC = 1.5 * 2.0 ** 52
 
 
@@ -48,19 +50,16 @@ def _erf_tables(xp):
 
 def _erf_f32(xp, x):
     t0, w, base = _erf_tables(xp)
-    lim = ERF_KMAX / ERF_N
     c2, c1 = 2.0 / (3 * ERF_N ** 4), 1.0 / (3 * ERF_N ** 2)
     flat = xp.ascontiguousarray(x).reshape(-1)
     out = xp.empty(flat.shape, xp.float32)
-    size = min(ERF_BLOCK, flat.size)
-    xc = xp.empty(size, xp.float32)
-    u, t, p, g = (xp.empty(size) for _ in range(4))
-    idx = xp.empty(size, xp.int64)
+    u, t, p = (xp.empty(min(ERF_BLOCK, flat.size)) for _ in range(3))
+    idx = xp.empty(u.size, xp.int64)
     for i in range(0, flat.size, ERF_BLOCK):
         m = min(ERF_BLOCK, flat.size - i)
-        xb, ub, tb, pb, gb, ib = xc[:m], u[:m], t[:m], p[:m], g[:m], idx[:m]
-        xp.clip(flat[i:i + m], -lim, lim, out=xb)     # (NaN stays NaN: its index is clipped)
-        xp.multiply(xb, float(ERF_N), out=ub)         # u = x N, exact
+        ub, tb, pb, ib = u[:m], t[:m], p[:m], idx[:m]
+        xp.multiply(flat[i:i + m], float(ERF_N), out=ub)    # u = x N, exact
+        xp.clip(ub, -ERF_KMAX, ERF_KMAX, out=ub)      # (NaN stays NaN: its index is clipped)
         xp.add(ub, _MAGIC, out=tb)                    # rint(u) + 1.5 * 2^52
         xp.subtract(tb.view(xp.int64), base, out=ib)  # its table index
         tb -= _MAGIC                                  # k = rint(u)
@@ -74,10 +73,10 @@ def _erf_f32(xp, x):
         pb *= ub
         pb += 1.0
         pb *= ub
-        xp.take(w, ib, out=gb, mode="clip")
-        pb *= gb
-        xp.take(t0, ib, out=gb, mode="clip")
-        pb += gb
+        xp.take(w, ib, out=tb, mode="clip")
+        pb *= tb
+        xp.take(t0, ib, out=tb, mode="clip")
+        pb += tb
         out[i:i + m] = pb
     return out.reshape(x.shape)
 
