@@ -26,7 +26,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
-from .cpu_blocks import CACHE_BLOCK, big, row_blocks
+from .cpu_blocks import big, row_blocks
 from .cpu_threads import (blocks, can_hold_blas, in_parallel, num_threads,
                           parallel_blas_for, parallel_for, parallel_min, single_threaded_blas)
 
