@@ -24,12 +24,31 @@ def test_erf_float64_within_1ulp():
 
 @pytest.mark.parametrize("device,ulps", [("cpu", 1), ("webgpu", 2)])
 def test_erf_float32_within_stated_ulps(device, ulps):
-    """cpu: <= 1 ulp (numr_web/ops/_erf.py); webgpu: <= 2 ulp (shaders/act.wgsl, erf_s)."""
+    """cpu: <= 1 ulp (numr_web/vocab/_erf.py); webgpu: <= 2 ulp (shaders/act.wgsl, erf_s)."""
     x = np.concatenate([np.linspace(-6, 6, 40001), [0.0, 1e-30, 0.5, 3.0, 3.0001, 10.0]]).astype(np.float32)
     want = np.array([math.erf(v) for v in x.astype(np.float64)])
     got = nr.erf(nr.tensor(x, device=device))
     assert got.dtype == nr.float32
     assert _ulps(got.numpy(), want, np.float32).max() <= ulps
+
+
+def test_erf_float32_cpu_sweep_and_specials():
+    """The cpu's float32 erf (a table and a cubic in float64, rounded once) within 1 ulp of
+    math.erf over a sweep of float32 bit patterns from 0 to 4.5 (every 1499th, both signs: each
+    grid interval many times, the clip at 3.9375 and past it) and GEMM-sized values; erf(-0.0)
+    keeps its sign, +-inf give +-1, NaN stays NaN."""
+    top = int(np.array([4.5], np.float32).view(np.int32)[0])
+    sweep = np.arange(0, top, 1499, dtype=np.int32).view(np.float32)
+    wide = (np.random.default_rng(0).standard_normal(200000) * 30).astype(np.float32)
+    x = np.concatenate([sweep, -sweep, wide, np.nextafter(np.float32(3.9375), np.float32([0, 9]))])
+    want = np.array([math.erf(v) for v in x.astype(np.float64)])
+    got = nr.erf(nr.tensor(x)).numpy()
+    assert got.dtype == np.float32
+    assert _ulps(got, want, np.float32).max() <= 1
+    sp = nr.erf(nr.tensor(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45], np.float32)))
+    sp = sp.numpy()
+    assert list(np.signbit(sp[:2])) == [False, True] and list(sp[2:4]) == [1.0, -1.0]
+    assert np.isnan(sp[4]) and sp[5] > 0
 
 
 def _gelu_tanh_mp(t):

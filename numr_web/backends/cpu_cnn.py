@@ -28,7 +28,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 from ..vocab.activations import ACT
 from .cpu_blocks import CACHE_BLOCK, big, row_blocks
 from .cpu_elementwise import column_sum
-from .cpu_threads import blas_holdable, num_threads, parallel_for, single_threaded_blas
+from .cpu_threads import can_hold_blas, num_threads, parallel_for, single_threaded_blas
 
 # Column elements per block of images of a convolution (at least one image; larger blocks give
 # the weight gradient's GEMM a longer K), and at least CONV_MIN_BLOCKS blocks where the batch
@@ -59,7 +59,7 @@ def _blocked(*arrays):
 def _blas_blocks(n, fn):
     """parallel_for of blocks that call BLAS, BLAS held at one thread (each block's GEMMs on its
     own core; on one thread too: BLAS's threads on a block's small GEMMs cost more than they
-    give). Callers check blas_holdable() first."""
+    give). Callers check can_hold_blas() first."""
     with single_threaded_blas():
         parallel_for(n, fn)
 
@@ -129,7 +129,7 @@ class CpuCNN:
         return cols.reshape(-1, n * out_hw[0] * out_hw[1])
 
     def conv2d(self, x, w, bias, stride, padding, dilation, act):
-        if not (_blocked(x, w, bias) and blas_holdable()):     # else: whole-batch GEMMs
+        if not (_blocked(x, w, bias) and can_hold_blas()):     # else: whole-batch GEMMs
             return super().conv2d(x, w, bias, stride, padding, dilation, act)
         o, kernel = w.shape[0], w.shape[2:]
         out_hw, w2, parts = self._conv_plan(x, w, stride, padding, dilation)
@@ -158,7 +158,7 @@ class CpuCNN:
 
     def conv2d_backward(self, dy, x, w, s, act, stride, padding, dilation, need_dx, need_dw,
                         need_db):
-        if not (_blocked(x, w, dy) and blas_holdable()):
+        if not (_blocked(x, w, dy) and can_hold_blas()):
             return super().conv2d_backward(dy, x, w, s, act, stride, padding, dilation, need_dx,
                                            need_dw, need_db)
         n, o, kernel = x.shape[0], w.shape[0], w.shape[2:]

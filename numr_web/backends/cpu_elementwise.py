@@ -1,14 +1,13 @@
 """The cpu backend's elementwise primitives on many cores: unary / binary / where / casts,
-activations and their fused backward, the GEMM's bias + activation epilogue, reductions and
-argmax along kept axes, softmax, copies and transposing reshapes, each cut into blocks
-(cpu_blocks.py) that the worker threads run (cpu_threads.py); and split-K for GEMMs with a long
-K and a small output. Ops below cpu_threads.parallel_min() elements take ArrayBackend's
-one-call path.
+activations and their fused backward, reductions and argmax along kept axes, softmax, copies
+and transposing reshapes, each cut into blocks (cpu_blocks.py) that the worker threads run
+(cpu_threads.py); the GEMMs and the fused layer's epilogue are in cpu_gemm.py. Ops below
+cpu_threads.parallel_min() elements take ArrayBackend's one-call path.
 
 Every block runs the same numpy code on its part as the one-call path runs on the whole array,
 so results are bit-identical to it: elementwise work per element; reductions are split along
 the axes they keep, never along the axes they add up, so each sum adds its terms in the same
-order (split-K alone adds a GEMM's K in another, fixed, order). float16 is computed in float32
+order. float16 is computed in float32
 per block and rounded once, into the output.
 A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
 from __future__ import annotations
@@ -24,27 +23,11 @@ from ..vocab.activations import ACT
 from ..vocab.registry import family_names
 from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, row_blocks, split_axis)
-from .cpu_threads import (SETTINGS, blocks, num_threads, parallel_blas_for, parallel_for,
-                          parallel_min, settings)
+from .cpu_threads import SETTINGS, blocks, num_threads, parallel_for, settings
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
 _HALF = np.dtype(np.float16) if np else None
 _REDUCERS = ("sum", "mean", "max", "min", "prod")
-# A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
-# is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
-# on the thread count)
-SPLIT_K_MIN = 1 << 15
-SPLIT_K_MAX_OUT = 1 << 18
-SPLIT_K_CHUNK = 2048
-
-
-def split_k(a, b):
-    m, k = a.shape
-    n = b.shape[1]
-    return k >= SPLIT_K_MIN and m * n <= SPLIT_K_MAX_OUT and k >= 4 * max(m, n) and \
-        a.dtype.kind == "f" and b.dtype == a.dtype
-
-
 def _widen(x):
     return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
 
@@ -153,33 +136,6 @@ class CpuElementwise:
             dbias = column_sum(dz)
         return dz, dbias
 
-    def _epilogue(self, z, bias, row, dtype):
-        if z.size < parallel_min() or z.ndim == 0 or not z.flags.c_contiguous:
-            return super()._epilogue(z, bias, row, dtype)
-        n = z.shape[-1]
-        z2 = z.reshape(-1, n)
-        bw = None if bias is None else _widen(bias)
-        keep_z = row.saves == "z"
-        in_place = not keep_z and z.dtype == dtype      # y overwrites z (nobody keeps z)
-        y2 = z2 if in_place else np.empty(z2.shape, dtype)
-        zs2 = z2 if not keep_z or z.dtype == dtype else np.empty(z2.shape, dtype)
-        fresh = keep_z and not row.np.keeps_z            # the formula would overwrite z
-        parts = row_blocks(z2.shape[0], n)
-
-        def body(i):
-            r0, r1 = parts[i]
-            zb = z2[r0:r1]
-            if bw is not None:
-                zb += bw
-            if row.name != "none" or not in_place:
-                yb = row.np.fwd(np, zb.copy() if fresh else zb)
-                if not (in_place and yb is zb):
-                    y2[r0:r1] = yb
-            if zs2 is not z2:
-                zs2[r0:r1] = zb
-        parallel_for(len(parts), body)
-        return y2.reshape(z.shape), (zs2.reshape(z.shape) if keep_z else None)
-
     # -- reductions along kept axes, softmax along the others ------------------------------------------
     def reduce(self, op, h, axes, keepdims):
         kept = [d for d in range(h.ndim) if d not in axes]
@@ -266,29 +222,6 @@ class CpuElementwise:
                 self._needs_copy(h, shape):
             return self._dense_copy(h).reshape(shape)
         return super().reshape(h, shape)
-
-    def _gemm(self, a, b):
-        if a.ndim == 2 and b.ndim == 2 and split_k(a, b) and big(a, b):
-            return self._gemm_split_k(_widen(a), _widen(b))
-        if b.ndim == 2 and a.ndim > 2 and big(a) and (
-                a.dtype == _HALF or self._needs_copy(a, (-1, a.shape[-1]))):
-            a = self._dense_copy(a, np.float32 if a.dtype == _HALF else None)
-        return super()._gemm(a, b)
-
-    def _gemm_split_k(self, a, b):
-        """a @ b as a sum of partial products over fixed K chunks, computed in parallel (BLAS at
-        one thread each) and added in chunk order: BLAS splits only M and N among its threads,
-        and a weight gradient's small output (a conv's C*k*k x O) over a long K (every pixel of
-        the batch) keeps few of them busy. A different order of the K sum than BLAS's own, the
-        same for every thread count; its error bound is no larger (tests/test_cpu_threads.py)."""
-        parts = blocks(a.shape[1], SPLIT_K_CHUNK)
-        partial = np.empty((len(parts), a.shape[0], b.shape[1]), np.result_type(a, b))
-
-        def body(i):
-            k0, k1 = parts[i]
-            np.matmul(a[:, k0:k1], b[k0:k1], out=partial[i])
-        parallel_blas_for(len(parts), body)
-        return partial.sum(axis=0)
 
     def unslice(self, g, shape, index):
         if not big(g) or len(shape) < 2 or isinstance(index[0], int) or \

@@ -9,8 +9,9 @@ running process, as torch.set_num_threads):
   NUMR_CPU_THREADS       threads per op; default: the CPUs this process may run on
                          (`os.sched_getaffinity`, as torch's default); 1 in Pyodide (no threads
                          there). 1 runs every block in the calling thread.
-  NUMR_CPU_PARALLEL_MIN  ops on fewer elements (default 131072) run as one numpy call in the
-                         calling thread, exactly as before blocks existed.
+  NUMR_CPU_PARALLEL_MIN  ops on fewer elements (default 131072; a GEMM: multiply-adds) run as
+                         one numpy call in the calling thread, exactly as before blocks
+                         existed.
 
 Rules that keep it safe:
   * a parallel call runs its blocks in the calling thread AND in up to threads - 1 helpers,
@@ -46,9 +47,9 @@ class _State:
         self.lock = threading.Lock()
         self.pool = None           # _Pool, made on first use
         self.cpus = None           # CPUs this process may use (cached)
-        self.blas = None           # threadpoolctl's BLAS controller, or False when unavailable
+        self.blas = None           # threadpoolctl's BLAS library controllers, or False
         self.blas_users = 0        # parallel regions holding BLAS at one thread
-        self.blas_limiter = None
+        self.blas_saved = None     # [(controller, its thread count before the first region)]
 
 
 _state = _State()
@@ -290,18 +291,20 @@ def _blas_controller():
     if _state.blas is None:
         try:                                   # optional (the [cpu] extra installs it)
             from threadpoolctl import ThreadpoolController
-            ctl = ThreadpoolController().select(user_api="blas")
-            _state.blas = ctl if ctl.lib_controllers else False
+            libs = ThreadpoolController().select(user_api="blas").lib_controllers
+            _state.blas = list(libs) if libs else False
         except Exception:                      # not installed, or no BLAS it knows
             _state.blas = False
     return _state.blas
 
 
-def blas_holdable():
+def can_hold_blas():
     """Whether single_threaded_blas can hold numpy's BLAS at one thread (threadpoolctl knows
-    it): blocks whose GEMMs are small run well only then."""
-    with _state.lock:
-        return bool(_blas_controller())
+    the BLAS)."""
+    if _state.blas is None:
+        with _state.lock:
+            _blas_controller()
+    return bool(_state.blas)
 
 
 @contextlib.contextmanager
@@ -309,20 +312,24 @@ def single_threaded_blas():
     """Holds numpy's BLAS at one thread while parallel blocks call it (each block's GEMMs then
     run on its own core instead of every block asking BLAS's pool for all cores); yields
     whether it could (threadpoolctl knows the BLAS). The first region in sets the limit, the
-    last one out restores BLAS's own setting. BLAS calls of other threads during the region run
-    on one thread too (the limit is BLAS's, process-wide)."""
+    last one out restores BLAS's own setting (each a library call of a microsecond, through
+    threadpoolctl's controllers: its limit() context costs tens). BLAS calls of other threads
+    during the region run on one thread too (the limit is BLAS's, process-wide)."""
     with _state.lock:
-        ctl = _blas_controller()
-        if ctl and _state.blas_users == 0:
-            _state.blas_limiter = ctl.limit(limits=1)
-        if ctl:
+        libs = _blas_controller()
+        if libs and _state.blas_users == 0:
+            _state.blas_saved = [(c, c.get_num_threads()) for c in libs]
+            for c in libs:
+                c.set_num_threads(1)
+        if libs:
             _state.blas_users += 1
     try:
-        yield bool(ctl)
+        yield bool(libs)
     finally:
-        if ctl:
+        if libs:
             with _state.lock:
                 _state.blas_users -= 1
-                if _state.blas_users == 0 and _state.blas_limiter is not None:
-                    _state.blas_limiter.restore_original_limits()
-                    _state.blas_limiter = None
+                if _state.blas_users == 0 and _state.blas_saved is not None:
+                    for c, n in _state.blas_saved:
+                        c.set_num_threads(n)
+                    _state.blas_saved = None

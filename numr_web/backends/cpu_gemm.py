@@ -1,0 +1,219 @@
+"""The cpu backend's GEMMs on many cores: a large GEMM runs as tiles of its output, one
+single-threaded BLAS call per tile, on the worker threads (cpu_threads.py), and the fused layer
+(`gemm_bias_act`) adds the bias and applies the activation to each tile right after its GEMM,
+while the tile is still in that core's cache. BLAS's own threads never run: after a threaded call
+OpenBLAS's idle threads busy-wait for a while, taking the cores from the blocked elementwise ops
+that follow. A GEMM with a long K and a small output runs as split-K instead.
+
+Bits: every tile edge lies on a multiple of TILE_ALIGN rows and columns, a multiple of the
+sgemm kernels' micro-tiles, and each tile is large enough for OpenBLAS's regular kernels (not its
+small-matrix ones), so each output sums its K in the order of one single-threaded BLAS call on
+the whole matrices: the result is the same on any thread count, and (1 thread or many) that of
+numpy's one call with BLAS at one thread (tests/test_cpu_gemm.py). numpy's one call with BLAS's
+own threads splits some K (longer than BLAS's K block, not a multiple of it) in another order
+than its single-threaded call, so at such K it differs from both in the last bits: the one-call
+bits were never independent of the machine's core count. float64 GEMMs stay one call with
+BLAS's own threads: OpenBLAS's dgemm (SkylakeX) computes its last columns in another order when
+the rows are cut, so tiles would not give one call's bits.
+A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
+from __future__ import annotations
+
+import math
+
+try:
+    import numpy as np
+except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
+    np = None
+
+from ..vocab.activations import ACT
+from .cpu_blocks import big, row_blocks
+from .cpu_threads import (blocks, can_hold_blas, in_parallel, num_threads,
+                          parallel_blas_for, parallel_for, parallel_min, single_threaded_blas)
+
+_HALF = np.dtype(np.float16) if np else None
+_FLOAT32 = np.dtype(np.float32) if np else None
+# A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
+# is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
+# on the thread count)
+SPLIT_K_MIN = 1 << 15
+SPLIT_K_MAX_OUT = 1 << 18
+SPLIT_K_CHUNK = 2048
+# Tile edges lie on multiples of TILE_ALIGN rows / columns (OpenBLAS's micro-tiles are 2 to 16
+# wide: a tile then starts where one of the whole call's micro-tiles would).
+TILE_ALIGN = 64
+# Multiply-adds of the smallest tile: OpenBLAS runs products under 100^3 (on AVX-512 CPUs) with
+# its small-matrix kernels, which add in another order than its regular ones.
+TILE_MIN_WORK = 1 << 21
+# OpenBLAS runs a GEMM of fewer multiply-adds on one thread whatever its setting: no need to
+# hold it.
+BLAS_THREADED_MIN = 1 << 18
+# Tiles per thread: more than one, so a core slowed by other work takes fewer.
+TILES_PER_THREAD = 2
+
+
+def split_k(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    return k >= SPLIT_K_MIN and m * n <= SPLIT_K_MAX_OUT and k >= 4 * max(m, n) and \
+        a.dtype.kind == "f" and b.dtype == a.dtype
+
+
+def _widen(x):
+    return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
+
+
+def _aligned(n, parts):
+    """range(n) cut into about `parts` pieces whose edges lie on multiples of TILE_ALIGN."""
+    size = -(-n // max(1, parts))
+    return blocks(n, -(-size // TILE_ALIGN) * TILE_ALIGN)
+
+
+def gemm_tiles(m, n, k, threads):
+    """[(r0, r1, c0, c1), ...]: the output tiles of an m x k by k x n GEMM for `threads`
+    threads, as square as the shape allows (each tile's BLAS call packs its rows of a and its
+    columns of b: square tiles pack the least per multiply-add), none under TILE_MIN_WORK;
+    None when fewer than two such tiles fit."""
+    want = min(TILES_PER_THREAD * threads, m * n * k // TILE_MIN_WORK)
+    if want < 2:
+        return None
+    p = min(max(1, round(math.sqrt(want * m / n))), -(-m // TILE_ALIGN))
+    q = min(max(1, -(-want // p)), -(-n // TILE_ALIGN))
+    while p * q > 1:
+        rows, cols = _aligned(m, p), _aligned(n, q)
+        if len(rows) * len(cols) > 1 and (rows[-1][1] - rows[-1][0]) * \
+                (cols[-1][1] - cols[-1][0]) * k >= TILE_MIN_WORK:       # the smallest tile
+            return [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
+        if p * n >= q * m:                    # fewer tiles, cutting the longer side less
+            p -= 1
+        else:
+            q -= 1
+    return None
+
+
+class _Epilogue:
+    """The fused layer's bias + activation over the GEMM's z (2-D, its dtype the computing one):
+    y (of `dtype`) and, when the row saves it, z (of `dtype`), applied a tile at a time, in
+    row pieces of about CACHE_BLOCK elements (the formulas' temporaries stay in cache)."""
+
+    def __init__(self, z2, bias, row, dtype):
+        self.z2, self.row = z2, row
+        self.bias = None if bias is None else _widen(bias)
+        self.keep_z = row.saves == "z"
+        self.in_place = not self.keep_z and z2.dtype == dtype     # y overwrites z (nobody keeps z)
+        self.y2 = z2 if self.in_place else np.empty(z2.shape, dtype)
+        self.zs2 = z2 if not self.keep_z or z2.dtype == dtype else np.empty(z2.shape, dtype)
+        self.fresh = self.keep_z and not row.np.keeps_z           # the formula would overwrite z
+
+    def tile(self, r0, r1, c0, c1):
+        fwd, bias = self.row.np.fwd, self.bias
+        apply = self.row.name != "none" or not self.in_place
+        for a, b in row_blocks(r1 - r0, c1 - c0):
+            rs = slice(r0 + a, r0 + b)
+            zb = self.z2[rs, c0:c1]
+            if bias is not None:
+                zb += bias[c0:c1]
+            if apply:
+                yb = fwd(np, zb.copy() if self.fresh else zb)
+                if not (self.in_place and yb is zb):
+                    self.y2[rs, c0:c1] = yb
+            if self.zs2 is not self.z2:
+                self.zs2[rs, c0:c1] = zb
+
+    def result(self, shape):
+        return self.y2.reshape(shape), (self.zs2.reshape(shape) if self.keep_z else None)
+
+
+class CpuGemm:
+    def _gemm_operands(self, a, b):
+        """(a2, b, out shape) with a's batch dims folded into its rows when b is one matrix
+        (float16 widened to float32, densely copied where the fold needs a copy); None for a
+        batched b (numpy's loop over the batch)."""
+        if b.ndim != 2:
+            return None
+        if a.ndim > 2 and big(a) and (a.dtype == _HALF or self._needs_copy(a, (-1, a.shape[-1]))):
+            a = self._dense_copy(a, np.float32 if a.dtype == _HALF else None)
+        a, b = _widen(a), _widen(b)
+        shape = a.shape[:-1] + b.shape[-1:]
+        return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b, shape
+
+    def _tiles(self, a2, b):
+        """The GEMM's tiles (one tile: one call with BLAS at one thread), or None for numpy's
+        one call with BLAS as it is: fewer multiply-adds than parallel_min() or than BLAS would
+        thread, nested in a block, not float32, or BLAS's threads cannot be held."""
+        m, k = a2.shape
+        n = b.shape[1]
+        if m * n * k < max(parallel_min(), BLAS_THREADED_MIN) or in_parallel() or \
+                a2.dtype != _FLOAT32 or b.dtype != _FLOAT32 or not can_hold_blas():
+            return None
+        threads = num_threads()
+        return (gemm_tiles(m, n, k, threads) if threads > 1 else None) or [(0, m, 0, n)]
+
+    def _gemm(self, a, b):
+        ops = self._gemm_operands(a, b)
+        if ops is None:
+            return super()._gemm(a, b)
+        a2, b2, shape = ops
+        if split_k(a2, b2) and big(a2, b2):
+            return self._gemm_split_k(a2, b2).reshape(shape)
+        tiles = self._tiles(a2, b2)
+        if tiles is None:
+            return super()._gemm(a2, b2).reshape(shape)
+        out = np.empty((a2.shape[0], b2.shape[1]), a2.dtype)
+        self._run_tiles(a2, b2, out, tiles, None)
+        return out.reshape(shape)
+
+    def gemm_bias_act(self, a, b, bias, act):
+        ops = self._gemm_operands(a, b)
+        tiles = None if ops is None or split_k(ops[0], ops[1]) else self._tiles(ops[0], ops[1])
+        if tiles is None:
+            z = self._gemm(a, b) if ops is None else self._gemm(ops[0], ops[1]).reshape(ops[2])
+            return self._epilogue(z, bias, ACT[act], a.dtype)     # the GEMM runs once
+        a2, b2, shape = ops
+        z2 = np.empty((a2.shape[0], b2.shape[1]), a2.dtype)
+        ep = _Epilogue(z2, bias, ACT[act], a.dtype)
+        self._run_tiles(a2, b2, z2, tiles, ep)
+        return ep.result(shape)
+
+    def _run_tiles(self, a2, b2, out, tiles, ep):
+        """out = a2 @ b2, tile by tile on the threads with BLAS at one thread; ep.tile after
+        each tile's GEMM."""
+
+        def body(i):
+            r0, r1, c0, c1 = tiles[i]
+            np.matmul(a2[r0:r1], b2[:, c0:c1], out=out[r0:r1, c0:c1])
+            if ep is not None:
+                ep.tile(r0, r1, c0, c1)
+        if len(tiles) == 1:
+            with single_threaded_blas():
+                body(0)
+        else:
+            parallel_blas_for(len(tiles), body)
+
+    def _gemm_split_k(self, a, b):
+        """a @ b as a sum of partial products over fixed K chunks, computed in parallel (BLAS at
+        one thread each) and added in chunk order: BLAS splits only M and N among its threads,
+        and a weight gradient's small output (a conv's C*k*k x O) over a long K (every pixel of
+        the batch) keeps few of them busy. A different order of the K sum than BLAS's own, the
+        same for every thread count; its error bound is no larger (tests/test_cpu_threads.py)."""
+        parts = blocks(a.shape[1], SPLIT_K_CHUNK)
+        partial = np.empty((len(parts), a.shape[0], b.shape[1]), np.result_type(a, b))
+
+        def body(i):
+            k0, k1 = parts[i]
+            np.matmul(a[:, k0:k1], b[k0:k1], out=partial[i])
+        parallel_blas_for(len(parts), body)
+        return partial.sum(axis=0)
+
+    def _epilogue(self, z, bias, row, dtype):
+        """The bias + activation over a GEMM's z that ran as one call, in row blocks on the
+        threads."""
+        if z.size < parallel_min() or z.ndim == 0 or not z.flags.c_contiguous:
+            return super()._epilogue(z, bias, row, dtype)
+        n = z.shape[-1]
+        ep = _Epilogue(z.reshape(-1, n), bias, row, dtype)
+        parts = row_blocks(ep.z2.shape[0], n)
+
+        def body(i):
+            ep.tile(parts[i][0], parts[i][1], 0, n)
+        parallel_for(len(parts), body)
+        return ep.result(z.shape)
