@@ -86,3 +86,39 @@ def attention_reference(q, k, v, mask, causal, scale, g):
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))
     return (p @ v, lse, (ds @ k) * scale, (np.swapaxes(ds, -1, -2) @ q) * scale,
             np.swapaxes(p, -1, -2) @ g)
+
+
+def same_bits(a, b, what):
+    """a and b hold the same bits: values, NaN places and signed zeros (a NaN's sign is none)."""
+    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
+    np.testing.assert_array_equal(a, b, err_msg=what)
+    if a.dtype.kind == "f":
+        keep = ~np.isnan(a)
+        np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
+
+
+def restored_cpu_settings():
+    """The cpu device's thread settings as they were before a test, after it (a generator for
+    an autouse fixture: `_settings = pytest.fixture(autouse=True)(restored_cpu_settings)`)."""
+    from numr_web.backends import cpu_threads
+    before = cpu_threads.configure()
+    yield
+    cpu_threads.configure(*before)
+
+
+def kernel_argv(args):
+    """A kernel's arguments as tests/cuda_emu.h's emu_call takes them: (buffer, void** argv) of
+    8-byte values (arrays by address, floats as double, ints as int64)."""
+    import ctypes
+    import struct
+    vals = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            vals.append(struct.pack("=Q", a.ctypes.data))
+        elif isinstance(a, float):
+            vals.append(struct.pack("=d", a))
+        else:
+            vals.append(struct.pack("=q", a))
+    buf = ctypes.create_string_buffer(b"".join(vals))
+    base = ctypes.addressof(buf)
+    return buf, (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))

@@ -13,23 +13,14 @@ import numr_web as nr
 import numr_web.nn.functional as F
 from numr_web.backends import cpu_threads
 
+from helpers import restored_cpu_settings, same_bits
+
 ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
 BLOCKS = 1024               # every case below runs in blocks
 EPS32 = np.finfo(np.float32).eps
 
 
-@pytest.fixture(autouse=True)
-def _restore_settings():
-    before = cpu_threads.configure()
-    yield
-    cpu_threads.configure(*before)
-
-
-def same_bits(a, b, what):
-    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
-    np.testing.assert_array_equal(a, b, err_msg=what)
-    keep = ~np.isnan(a)
-    np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
+_restore_settings = pytest.fixture(autouse=True)(restored_cpu_settings)
 
 
 def runs(fn):

@@ -10,24 +10,15 @@ import torch
 import numr_web as nr
 from numr_web.backends import cpu_threads
 
+from helpers import restored_cpu_settings, same_bits
+
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
 BLOCKS = 1024               # small enough that every case below runs in tiles
 
 
-@pytest.fixture(autouse=True)
-def _restore_settings():
-    before = cpu_threads.configure()
-    yield
-    cpu_threads.configure(*before)
-
-
-def same_bits(a, b, what):
-    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
-    np.testing.assert_array_equal(a, b, err_msg=what)
-    keep = ~np.isnan(a)
-    np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
+_restore_settings = pytest.fixture(autouse=True)(restored_cpu_settings)
 
 
 def _operands(m, k, n, dtype, seed=0):

@@ -20,27 +20,17 @@ import numr_web.nn.functional as F
 from numr_web import nn
 from numr_web.backends import cpu_threads
 
+from helpers import restored_cpu_settings, same_bits
+
 ONE_CALL = 1 << 40          # parallel_min past every size: one numpy call per op
 BLOCKS = 1024               # small enough that every case below runs in blocks
 
 
-@pytest.fixture(autouse=True)
-def _restore_settings():
-    before = cpu_threads.configure()
-    yield
-    cpu_threads.configure(*before)
+_restore_settings = pytest.fixture(autouse=True)(restored_cpu_settings)
 
 
 def _arrays(out):
     return [np.asarray(o.numpy() if isinstance(o, nr.Tensor) else o) for o in out]
-
-
-def same_bits(a, b, what):
-    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
-    np.testing.assert_array_equal(a, b, err_msg=what)
-    if a.dtype.kind == "f":                          # signed zeros too (NaN's sign is no value)
-        keep = ~np.isnan(a)
-        np.testing.assert_array_equal(np.signbit(a[keep]), np.signbit(b[keep]), err_msg=what)
 
 
 def blocked_matches_one_call(fn, threads=(1, 4)):

@@ -8,7 +8,6 @@ import ctypes
 import math
 import re
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import numpy as np
 import pytest
 
 from numr_web.backends.cuda import nn as K
+
+from helpers import kernel_argv
 
 CXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="g++ is not installed")
@@ -54,17 +55,7 @@ def lib(tmp_path_factory):
 
 
 def _launch(lib, case, args):
-    vals = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            vals.append(struct.pack("=Q", a.ctypes.data))
-        elif isinstance(a, float):
-            vals.append(struct.pack("=d", a))
-        else:
-            vals.append(struct.pack("=q", a))
-    buf = ctypes.create_string_buffer(b"".join(vals))
-    base = ctypes.addressof(buf)
-    argv = (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
+    buf, argv = kernel_argv(args)
     fn = getattr(lib, f"run_{CASES.index(case)}")
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     assert fn(2, 64, argv)                      # 2 blocks of 64 threads over 300 elements

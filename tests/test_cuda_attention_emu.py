@@ -13,7 +13,6 @@ These runs check the kernels' logic; speed and the real compiler are the GPU sui
 import ctypes
 import hashlib
 import shutil
-import struct
 import subprocess
 import types
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from numr_web.backends.cuda import attention as A
 from numr_web.backends.cuda import codegen as G
 
-from helpers import attention_reference
+from helpers import attention_reference, kernel_argv
 
 CXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="g++ is not installed")
@@ -71,17 +70,7 @@ class _Function:
     def __call__(self, grid, block, args, shared_mem=0):
         assert shared_mem <= max(A.DEFAULT_SMEM, self.max_dynamic_shared_size_bytes), \
             "launched with more shared memory than opted in"
-        vals = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                vals.append(struct.pack("=Q", a.ctypes.data))
-            elif isinstance(a, float):
-                vals.append(struct.pack("=d", a))
-            else:
-                vals.append(struct.pack("=q", a))
-        buf = ctypes.create_string_buffer(b"".join(vals))
-        base = ctypes.addressof(buf)
-        argv = (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
+        buf, argv = kernel_argv(args)
         self.launches.append((grid, block, shared_mem))
         ok = self.lib.emu_run(grid[0], grid[1], block[0], shared_mem, argv)
         assert ok, f"{self.name} wrote past its {shared_mem} bytes of dynamic shared memory"
