@@ -126,6 +126,12 @@ CASES = [
     ("rnn_layer_gru_reverse", lambda xw, h, w: recurrent.layer("gru", xw, h, None, w, None, True),
      lambda xw, h, w: _torch_layer("gru", xw, h, None, w, None, True),
      [R(5, 2, 9), R(2, 3), R(9, 3)]),
+    ("rnn_layer_tanh", lambda xw, h, w, b: recurrent.layer("tanh", xw, h, None, w, b, False),
+     lambda xw, h, w, b: _torch_layer("tanh", xw, h, None, w, b, False),
+     [R(4, 2, 3), R(2, 3), R(3, 3), R(3)]),
+    ("rnn_layer_relu_reverse", lambda xw, h, w: recurrent.layer("relu", xw, h, None, w, None, True),
+     lambda xw, h, w: _torch_layer("relu", xw, h, None, w, None, True),
+     [R(4, 2, 3), R(2, 3), R(3, 3)]),
 ]
 
 
@@ -150,8 +156,10 @@ def _torch_layer(kind, xw, h, c, w, b, reverse):
         hw = h @ w.T + (b if b is not None else 0)
         if kind == "lstm":
             h, c = _torch_lstm(xw[t], hw, c)
-        else:
+        elif kind == "gru":
             h = _torch_gru(xw[t], hw, h)
+        else:
+            h = torch.tanh(xw[t] + hw) if kind == "tanh" else torch.relu(xw[t] + hw)
         outs[t] = h
     return (torch.stack(outs), h) + ((c,) if kind == "lstm" else ())
 

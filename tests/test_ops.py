@@ -222,7 +222,8 @@ def test_every_op_row_is_tested():
     assert {c[0] for c in test_nn_ops.CASES} >= {"log1p", "expm1", "rsqrt", "clone", "layer_norm",
                                                  "sdpa", "conv2d", "max_pool2d", "split",
                                                  "batch_norm", "lstm_cell", "gru_cell",
-                                                 "rnn_layer_lstm", "rnn_layer_gru_reverse"}
+                                                 "rnn_layer_lstm", "rnn_layer_gru_reverse",
+                                                 "rnn_layer_tanh", "rnn_layer_relu_reverse"}
     for name, op in OPS.items():
         assert (op.vjp is None) == (name in NON_DIFFERENTIABLE), name
         assert name in covered, f"op {name} has no test case"

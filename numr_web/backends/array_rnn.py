@@ -86,7 +86,8 @@ class ArrayRNN:
 
     # -- a whole layer and direction: the time loop inside one primitive each way ---------------------
     def rnn_layer(self, kind, xw, h, c, w_hh, b_hh, reverse):
-        """kind "lstm" / "gru" over xw (T, B, G H), the input projections of every step, from the
+        """kind "lstm" / "gru" / "tanh" / "relu" (the plain RNN's activation) over xw (T, B, G H),
+        the input projections of every step, from the
         state h (and c), with the hidden weights w_hh (G H, H) and bias b_hh (or None); steps in
         reverse order for a backward direction. Returns (out (T, B, H), h_T, c_T or None,
         saved): per step the hidden state it started from and what its cell saved."""
@@ -105,11 +106,13 @@ class ArrayRNN:
             if kind == "lstm":
                 c_prev[t] = c
                 h, c, cell[t], tcs[t] = self.lstm_cell(xw[t], hw, c)
-            else:
+            elif kind == "gru":
                 h, cell[t] = self.gru_cell(xw[t], hw, h)
+            else:                                   # tanh / relu: act(xw + hw), torch's order
+                h = self._asarray(ACT[kind].np.fwd(xp, self._widen(xw[t] + hw)), h.dtype)
             out[t] = h
-        saved = (h_prev, c_prev, xp.stack(cell) if T else None,
-                 xp.stack(tcs) if T and kind == "lstm" else None)
+        cells = (xp.stack(cell) if T else None) if kind in ("lstm", "gru") else out
+        saved = (h_prev, c_prev, cells, xp.stack(tcs) if T and kind == "lstm" else None)
         return out, h, c, saved
 
     def rnn_layer_backward(self, kind, dout, dh, dc, w_hh, has_bias, saved, reverse):
@@ -123,11 +126,14 @@ class ArrayRNN:
         if kind == "lstm" and dc is None:
             dc = xp.zeros(shape, dtype=h_prev.dtype)
         dhw = xp.empty((T,) + shape[:-1] + (w_hh.shape[0],), dtype=h_prev.dtype)
-        dxw = dhw if kind == "lstm" else xp.empty_like(dhw)
+        dxw = xp.empty_like(dhw) if kind == "gru" else dhw
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             g = dh + dout[t]
             if kind == "lstm":
                 dhw[t], dc = self.lstm_cell_backward(g, dc, c_prev[t], cell[t], tcs[t])
+                dh = xp.matmul(dhw[t], w_hh)
+            elif kind != "gru":                     # the activation's derivative from its output
+                dhw[t] = ACT[kind].np.d1(xp, self._widen(g), self._widen(cell[t]))
                 dh = xp.matmul(dhw[t], w_hh)
             else:
                 dxw[t], dhw[t], direct = self.gru_cell_backward(g, h_prev[t], cell[t])

@@ -47,7 +47,7 @@ def _gru_cell(xw, hw, h, c):
     return recurrent.gru_cell(xw, hw, h), None
 
 
-_LAYER_KINDS = {_lstm_cell: "lstm", _gru_cell: "gru"}   # cells whose layer is recurrent.layer
+_LAYER_KINDS = {"LSTM": "lstm", "GRU": "gru", "RNN_TANH": "tanh", "RNN_RELU": "relu"}
 
 
 def _cell_fn(mode):
@@ -153,7 +153,7 @@ class RNNBase(Module):
         else:
             h0 = self._hidden(hx, batch, batched, x, "hidden")
             c0 = None
-        cell = _cell_fn(self.mode)
+        kind = _LAYER_KINDS[self.mode]
         dirs = 2 if self.bidirectional else 1
         hs, cs = [], []
         for layer in range(self.num_layers):
@@ -161,7 +161,7 @@ class RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 out, h, c = self._direction(x, h0[k], None if c0 is None else c0[k],
-                                            *self._weights(layer, d), cell, bool(d))
+                                            *self._weights(layer, d), kind, bool(d))
                 outs.append(out)
                 hs.append(h)
                 cs.append(c)
@@ -179,23 +179,10 @@ class RNNBase(Module):
         return out, ((h_n, c_n) if lstm else h_n)
 
     @staticmethod
-    def _direction(x, h, c, w_ih, w_hh, b_ih, b_hh, cell, reverse):
-        T = x.shape[0]
+    def _direction(x, h, c, w_ih, w_hh, b_ih, b_hh, kind, reverse):
         xw = linear(x, w_ih, b_ih)                      # every step's input projection: one GEMM
-        kind = _LAYER_KINDS.get(cell)
-        if kind:          # the loop in one op on numpy and CuPy, composed elsewhere
-            outs = recurrent.layer(kind, xw, h, c, w_hh, b_hh, reverse)
-            return outs[0], outs[1], (outs[2] if kind == "lstm" else None)
-        w_hh_t = w_hh.T
-        outs = [None] * T
-        steps = xw.unbind(0) if T else ()             # one split (backward: one concat)
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            hw = _core.matmul_bias_activation(h, w_hh_t, b_hh)
-            h, c = cell(steps[t], hw, h, c)
-            outs[t] = h
-        if not T:
-            return x.new_zeros((0,) + h.shape), h, c
-        return _core.stack(outs, 0), h, c
+        outs = recurrent.layer(kind, xw, h, c, w_hh, b_hh, reverse)   # one op on numpy and CuPy
+        return outs[0], outs[1], (outs[2] if kind == "lstm" else None)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

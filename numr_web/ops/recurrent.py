@@ -89,6 +89,11 @@ def _gru_composed(xw, hw, h):
     return (h - n) * z + n
 
 
+def _rnn_composed(kind, xw, hw):
+    s = xw + hw
+    return s.tanh() if kind == "tanh" else s.relu()
+
+
 def _gru_composed_grads(g, xw, hw, h):
     xr, xz, xn = xw.chunk(3, -1)
     hr, hz, hn = hw.chunk(3, -1)
@@ -135,7 +140,7 @@ def gru_cell(xw, hw, h):
 
 
 # -- a whole layer and direction: one op, the time loop inside the backend ---------------------------
-_GATES = {"lstm": 4, "gru": 3}
+_GATES = {"lstm": 4, "gru": 3, "tanh": 1, "relu": 1}
 
 
 def _layer_forward(be, xw, h, *rest, kind, bias, reverse):
@@ -179,17 +184,23 @@ def _layer_composed_grads(kind, args, bias, reverse, gout, gh, gc):
         saved[t] = (h, c, hw)
         if kind == "lstm":
             h, c = _lstm_composed(steps[t], hw, c)
-        else:
+        elif kind == "gru":
             h = _gru_composed(steps[t], hw, h)
+        else:
+            h = _rnn_composed(kind, steps[t], hw)
+        saved[t] += (h,)
     dh = gh if gh is not None else h * 0
     dc = (gc if gc is not None else c * 0) if kind == "lstm" else None
     gsteps = gout.unbind(0) if T else ()
     dxs, dw, db = [None] * T, None, None
     for t in reversed(order):
-        hp, cp, hw = saved[t]
+        hp, cp, hw, y = saved[t]
         g = dh + gsteps[t]
         if kind == "lstm":
             dhw, dc = _lstm_composed_grads(g, dc, steps[t], hw, cp)
+            dxs[t], dh = dhw, dhw @ w
+        elif kind != "gru":                 # tanh' = 1 - y², relu' = [y > 0], from the output
+            dhw = g * (1 - y * y) if kind == "tanh" else g * (y > 0).astype(g.dtype)
             dxs[t], dh = dhw, dhw @ w
         else:
             dxs[t], dhw, direct = _gru_composed_grads(g, steps[t], hw, hp)
@@ -206,9 +217,9 @@ register("rnn_layer", _layer_forward, _layer_vjp, backward_name="RnnLayerBackwar
 
 
 def layer(kind, xw, h, c, w_hh, b_hh, reverse):
-    """One layer and direction of an LSTM ("lstm") or GRU ("gru") over the input projections
-    xw (T, B, G H) from the state h (c: the LSTM's cell state, else None): (out (T, B, H), h_T,
-    c_T) for an LSTM, (out, h_T) for a GRU. The time loop runs inside the backend, and the
+    """One layer and direction of an LSTM ("lstm"), GRU ("gru") or plain RNN ("tanh", "relu")
+    over the input projections xw (T, B, G H) from the state h (c: the LSTM's cell state, else
+    None): (out (T, B, H), h_T, c_T) for an LSTM, (out, h_T) for the others. The time loop runs inside the backend, and the
     backward takes the hidden weights' gradient as one GEMM over every step."""
     gates = _GATES[kind]
     ts = [xw, h, w_hh] + ([c] if kind == "lstm" else []) + ([b_hh] if b_hh is not None else [])
@@ -242,8 +253,10 @@ def _layer_composed(kind, xw, h, c, w_hh, b_hh, reverse):
         hw = matmul_bias_activation(h, w_t, b_hh)
         if kind == "lstm":
             h, c = lstm_cell(steps[t], hw, c)
-        else:
+        elif kind == "gru":
             h = gru_cell(steps[t], hw, h)
+        else:
+            h = _rnn_composed(kind, steps[t], hw)
         outs[t] = h
     out = stack(outs, 0) if T else xw.new_zeros((0,) + tuple(h.shape))
     return (out, h, c) if kind == "lstm" else (out, h)

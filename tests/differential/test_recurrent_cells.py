@@ -95,7 +95,7 @@ def test_a_layer_is_one_op_each_way_and_a_cell_step_too_on_cpu():
     assert "activation" not in calls, calls          # no composed gate arithmetic
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 def test_layer_second_order_gradients_match_torch(device, kind):
     """A gradient penalty through a bidirectional two-layer RNN: the layer op's VJP under
     create_graph is differentiable (the steps written with ops)."""
