@@ -135,7 +135,8 @@ def test_model_page_runs_code_and_reports(app):
     assert ui["errorLine"] == 4 and "line 4 of the code" in banner        # selected in the editor
     assert page.evaluate("() => { const t = document.getElementById('code'); "
                          "return t.value.slice(t.selectionStart, t.selectionEnd); }") == "y = x @ torch.ones(4, 5)"
-    assert page.locator("#output .stderr").count() >= 1 and "Traceback" in ui["output"]
+    assert "Traceback" in ui["output"]
+    page.wait_for_selector("#output .stderr", timeout=10_000)   # the output renders on the next frame
     app.screenshot("error")
 
     # a Python error in the user's own code reads as Python prints it
