@@ -26,9 +26,9 @@ class Node:
     inputs that need no gradient), `.saved_tensors`, and `.next_functions` like torch's."""
 
     __slots__ = ("op", "args", "attrs", "outs", "saved", "out_dtypes", "released", "hooks",
-                 "retained", "versions", "edges", "out_refs", "__weakref__")
+                 "retained", "versions", "edges", "out_refs", "keeps_inputs", "__weakref__")
 
-    def __init__(self, op, args, attrs, outs, saved, out_dtypes):
+    def __init__(self, op, args, attrs, outs, saved, out_dtypes, keep_inputs=True):
         self.op, self.args, self.attrs = op, args, attrs
         self.outs = outs              # output handles the VJP reads (op.save_out), else None
         self.saved = saved            # extra handles the forward saved for the VJP, or None
@@ -41,6 +41,9 @@ class Node:
         # tensor object at a new node, but this node's gradient belongs to the old one
         self.edges = tuple((a.grad_fn, a._out_index, a.requires_grad) for a in args)
         self.out_refs = None          # ((weakref to an output, its version), ...) when outs saved
+        self.keeps_inputs = keep_inputs
+        if not keep_inputs:           # the VJP reads shapes only: hold no computed input's data
+            self.args = _edges(args, self.edges)
 
     @property
     def name(self):
@@ -101,7 +104,7 @@ class Node:
     def saved_tensors(self):
         self._check_alive()
         a0 = self.args[0]
-        out = list(self.args)
+        out = list(self.args) if self.keeps_inputs else []
         for i, h in enumerate(self.outs or ()):
             out.append(a0._wrap(h, self.out_dtypes[i], a0.device, a0._backend))
         for h in (self.saved or {}).values():
@@ -112,8 +115,7 @@ class Node:
     def release(self):
         """Free what the node saved (backward without retain_graph); the graph's edges stay."""
         self.outs = self.saved = None
-        self.args = tuple(_Edge(a, fn, i) if fn is not None else a
-                          for a, (fn, i, _) in zip(self.args, self.edges))
+        self.args = _edges(self.args, self.edges)
         self.released = True
 
     def __repr__(self):
@@ -121,13 +123,23 @@ class Node:
 
 
 class _Edge:
-    """What a released node keeps of a non-leaf input: enough to walk the graph, no data."""
-    __slots__ = ("grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device")
+    """What a node keeps of a non-leaf input whose data it does not need (released, or an op
+    whose VJP reads shapes only): enough to walk the graph and wrap outputs, no data."""
+    __slots__ = ("grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device", "_backend",
+                 "_wrap")
 
     def __init__(self, t, grad_fn, out_index):
         self.grad_fn, self._out_index = grad_fn, out_index
         self.requires_grad, self.shape, self.dtype, self.device = \
             t.requires_grad, t.shape, t.dtype, t.device
+        self._backend, self._wrap = t._backend, t._wrap
+
+
+def _edges(args, edges):
+    """args with every computed input (one with a grad_fn) replaced by its _Edge; leaves stay
+    (their .grad is written, and integer index inputs are read)."""
+    return tuple(_Edge(a, fn, i) if fn is not None and type(a) is not _Edge else a
+                 for a, (fn, i, _) in zip(args, edges))
 
 
 def _needs_grad(args):
@@ -159,11 +171,16 @@ def _apply(op, args, attrs):
     dtypes = tuple(be.dtype_of(h) for h in handles)
     results = tuple(x0._wrap(h, d, x0.device, be) for h, d in zip(handles, dtypes))
     if op.vjp is not None and _needs_grad(args):
-        node = Node(op, args, attrs, handles if op.save_out else None, saved, dtypes)
+        save_out, keep_in = op.save_out, op.keeps_inputs
+        if save_out.__class__ is not bool:
+            save_out = save_out(attrs)
+        if keep_in.__class__ is not bool:
+            keep_in = keep_in(attrs)
+        node = Node(op, args, attrs, handles if save_out else None, saved, dtypes, keep_in)
         for i, t in enumerate(results):
             if t.dtype.is_floating:
                 t._requires_grad, t.grad_fn, t._out_index = True, node, i
-        if op.save_out:
+        if save_out:
             node.out_refs = tuple((weakref.ref(t), t._version) for t in results)
     return results if multi else results[0]
 

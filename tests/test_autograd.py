@@ -105,6 +105,39 @@ def test_grad_fn_introspection():
     assert a.grad_fn is None and a.is_leaf
 
 
+def test_the_graph_holds_only_what_the_gradients_read(device):
+    """torch's rule: a residual add, a reshape and a Linear without activation save nothing of
+    their operands / output (AddBackward0 and AddmmBackward0's output are not saved), so a
+    branch's output is freed once the caller drops it; ops whose gradient reads data keep it."""
+    import gc
+    import weakref
+    x = nr.randn((4, 8), seed=0, device=device, requires_grad=True)
+    w = nr.randn((8, 8), seed=1, device=device, requires_grad=True)
+    b = nr.randn(8, seed=2, device=device, requires_grad=True)
+    branch = nr.matmul_bias_activation(x, w, b, "none")      # the output nobody reads in backward
+    flat = (x * 3.0).reshape(32)                              # x * 3 is read by nobody either
+    h = branch + x
+    kept = x * 2.0                                            # max reads its input and output
+    top = kept.max(dim=1).values
+    refs = [weakref.ref(t) for t in (branch, flat, kept)]
+    assert branch.grad_fn.saved_tensors == (x, w, b)          # the inputs only, not the output
+    assert h.grad_fn.saved_tensors == ()
+    loss = (h * h).sum() + flat.sum() + top.sum()
+    del branch, flat, kept, h, top
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, False]
+    loss.backward()
+    xn, wn, bn = (t.numpy().astype(np.float64) for t in (x, w, b))
+    hn = xn @ wn + bn + xn
+    d = 2 * hn
+    gx = d @ wn.T + d + 3.0
+    gx[np.arange(4), (2 * xn).argmax(1)] += 2.0
+    tol = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), gx, **tol)
+    np.testing.assert_allclose(w.grad.numpy(), xn.T @ d, **tol)
+    np.testing.assert_allclose(b.grad.numpy(), d.sum(0), **tol)
+
+
 def test_fused_backward_does_not_recompute_the_gemm(monkeypatch):
     """Forward runs the GEMM once and saves Z; first-order backward must not call gemm_bias_act."""
     be = nr.get_backend("cpu")

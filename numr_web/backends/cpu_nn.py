@@ -105,7 +105,10 @@ class CpuNN:
         if not big(q, k, v) or tk == 0 or q.ndim < 3:
             return super().attention(q, k, v, mask, causal, scale)
         batch, (qb, kb, vb, *mb), parts = self._attention_plan(q, k, v, mask)
-        out = np.empty(batch + (tq, v.shape[-1]), q.dtype)
+        if len(batch) >= 2:     # (..., H, T, d) laid out as (..., T, H, d): merging heads is a view
+            out = np.empty(batch[:-1] + (tq, batch[-1], v.shape[-1]), q.dtype).swapaxes(-2, -3)
+        else:
+            out = np.empty(batch + (tq, v.shape[-1]), q.dtype)
         lse = np.empty(batch + (tq,), q.dtype)
         masked = _causal_mask(tq, tk) if causal else None
 

@@ -51,8 +51,10 @@ def _binary_vjp(row):
     def vjp(n, g):
         a, b = _operands(n)
         ga, gb = row.vjp(g, a, b, n.output() if row.save_out else None)
-        return tuple(None if gx is None else sum_to_shape(gx, x.shape)
-                     for x, gx in ((a, ga), (b, gb)) if isinstance(x, Tensor))
+        pairs = ((a, ga), (b, gb))
+        if len(n.args) == 1:                      # one operand was a Python scalar: no gradient
+            pairs = (pairs[1],) if n.attrs["reverse"] else (pairs[0],)
+        return tuple(None if gx is None else sum_to_shape(gx, x.shape) for x, gx in pairs)
     return vjp
 
 

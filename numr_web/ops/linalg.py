@@ -40,12 +40,14 @@ def _mba_vjp(n, g):
     a, b = n.args[0], n.args[1]
     bias = n.args[2] if len(n.args) == 3 else None
     act = ACT[n.attrs["activation"]]
-    y = n.output()
-    if act.saves == "z":
+    if act.name == "none":           # act' = 1 reads nothing: g itself stands for the output
+        s, hint = g.detach(), None
+    elif act.saves == "z":
+        y = n.output()
         s = attach(n.saved_handle("z"), n.op, n.args, {"activation": "none"}, like=y)
         hint = y
     else:
-        s, hint = y, None
+        s, hint = n.output(), None
     want_db = bias is not None and bias.requires_grad
     out = act_backward(g, s, act.name, y=hint, bias_grad=want_db)
     dz, gbias = out if want_db else (out, None)
@@ -65,7 +67,9 @@ def _mba_vjp(n, g):
     return (ga, gb, gbias) if bias is not None else (ga, gb)
 
 
-register("matmul_bias_activation", _mba_forward, _mba_vjp, save_out=True,
+# without an activation the output is not kept (torch's addmm saves its inputs only)
+register("matmul_bias_activation", _mba_forward, _mba_vjp,
+         save_out=lambda attrs: attrs["activation"] != "none",
          backward_name="MatmulBiasActivationBackward")
 
 

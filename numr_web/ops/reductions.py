@@ -41,8 +41,9 @@ def _prod_others(x, axes, out):
 
 
 register("reduce", lambda be, x, op, axes, keepdims: (be.reduce(op, x, axes, keepdims), None),
-         _reduce_vjp, save_out=True, backward_name="ReduceBackward",
-         vjp_reads_saved=False)           # only max/min read the output (Node.output checks)
+         _reduce_vjp, save_out=lambda attrs: attrs["op"] not in ("sum", "mean"),
+         backward_name="ReduceBackward", vjp_reads_saved=False,   # max/min/prod: Node.output checks
+         keeps_inputs=lambda attrs: attrs["op"] not in ("sum", "mean"))   # those read x too
 register("argmax", lambda be, x, axis, keepdims: (be.argmax(x, axis, keepdims), None), None)
 
 

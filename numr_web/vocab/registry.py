@@ -16,13 +16,19 @@ from .elementwise import KERNEL_FAMILIES, ROWS, rows
 
 class Op:
     __slots__ = ("name", "forward", "vjp", "save_out", "backward_name", "vjp_reads_saved",
-                 "family", "numpy")
+                 "keeps_inputs", "family", "numpy")
 
     def __init__(self, name, forward, vjp, save_out=False, backward_name=None,
-                 vjp_reads_saved=True, family=None, numpy=None):
+                 vjp_reads_saved=True, keeps_inputs=None, family=None, numpy=None):
+        # save_out: the node keeps the outputs for the VJP (exp' = exp); a bool, or a function of
+        # the call's attributes where that depends on them (a Linear without activation: no)
         self.name, self.forward, self.vjp, self.save_out = name, forward, vjp, save_out
         self.backward_name = backward_name or "".join(p.title() for p in name.split("_")) + "Backward"
         self.vjp_reads_saved = vjp_reads_saved   # False: the VJP needs shapes only (add, reshape)
+        # keeps_inputs: the node holds its computed (non-leaf) inputs' data until the backward.
+        # False lets a residual add or a reshape free its operands as soon as nothing else holds
+        # them (torch saves nothing for those); a bool or a function of the attributes
+        self.keeps_inputs = vjp_reads_saved if keeps_inputs is None else keeps_inputs
         self.family = family                     # kernel family of elementwise rows, else None
         self.numpy = numpy                       # elementwise rows: the numpy function's name,
                                                  # or f(xp, *arrays) where numpy has none

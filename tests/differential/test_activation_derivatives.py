@@ -52,6 +52,10 @@ def _derivs(fn, x, grad, n=3):
     """[f'(x), f''(x), f'''(x)] of an elementwise f, each with the graph of the next."""
     out, g = [], fn(x)
     for _ in range(n):
+        if not g.requires_grad:          # linear in x (the fused layer without activation): no
+            out.append(g * 0)            # graph left, as in torch; the derivative is 0
+            g = out[-1]
+            continue
         (g,) = grad(g.sum(), x)
         out.append(g)
     return out
