@@ -18,6 +18,7 @@ the rows are cut, so tiles would not give one call's bits.
 A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
 from __future__ import annotations
 
+import functools
 import math
 
 try:
@@ -47,8 +48,12 @@ TILE_MIN_WORK = 1 << 21
 # OpenBLAS runs a GEMM of fewer multiply-adds on one thread whatever its setting: no need to
 # hold it.
 BLAS_THREADED_MIN = 1 << 18
-# Tiles per thread: more than one, so a core slowed by other work takes fewer.
+# Tiles per thread at most: a grid of more tiles than threads is chosen where its rounds balance
+# better (gemm_tiles counts them), and then a core slowed by other work takes fewer.
 TILES_PER_THREAD = 2
+# What packing one element of a tile's operands costs, in multiply-adds (OpenBLAS copies a tile's
+# rows of a and columns of b into its kernel's layout: memory-bound, ~20 multiply-adds' time)
+PACK_COST = 16
 
 
 def split_k(a, b):
@@ -68,26 +73,36 @@ def _aligned(n, parts):
     return blocks(n, -(-size // TILE_ALIGN) * TILE_ALIGN)
 
 
+@functools.lru_cache(maxsize=512)
 def gemm_tiles(m, n, k, threads):
     """[(r0, r1, c0, c1), ...]: the output tiles of an m x k by k x n GEMM for `threads`
-    threads, as square as the shape allows (each tile's BLAS call packs its rows of a and its
-    columns of b: square tiles pack the least per multiply-add), none under TILE_MIN_WORK;
-    None when fewer than two such tiles fit."""
-    want = min(TILES_PER_THREAD * threads, m * n * k // TILE_MIN_WORK)
-    if want < 2:
+    threads, or None when fewer than two tiles of at least TILE_MIN_WORK fit. Of the grids with
+    edges on multiples of TILE_ALIGN and at most TILES_PER_THREAD tiles a thread, the one whose
+    tiles finish first when each thread takes the next tile as it frees up (the pool's order),
+    counting each tile's multiply-adds and the packing of its rows of a and columns of b
+    (PACK_COST multiply-adds an element): balanced rounds, square tiles."""
+    cap = min(TILES_PER_THREAD * threads, m * n * k // TILE_MIN_WORK)
+    if cap < 2:
         return None
-    p = min(max(1, round(math.sqrt(want * m / n))), -(-m // TILE_ALIGN))
-    q = min(max(1, -(-want // p)), -(-n // TILE_ALIGN))
-    while p * q > 1:
-        rows, cols = _aligned(m, p), _aligned(n, q)
-        if len(rows) * len(cols) > 1 and (rows[-1][1] - rows[-1][0]) * \
-                (cols[-1][1] - cols[-1][0]) * k >= TILE_MIN_WORK:       # the smallest tile
-            return [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
-        if p * n >= q * m:                    # fewer tiles, cutting the longer side less
-            p -= 1
-        else:
-            q -= 1
-    return None
+    best = None
+    for p in range(1, min(cap, -(-m // TILE_ALIGN)) + 1):
+        rows = _aligned(m, p)
+        for q in range(1, min(cap // len(rows), -(-n // TILE_ALIGN)) + 1):
+            cols = _aligned(n, q)
+            count = len(rows) * len(cols)
+            if count < 2 or count > cap:
+                continue
+            sizes = [(r1 - r0, c1 - c0) for r0, r1 in rows for c0, c1 in cols]
+            if min(a * b for a, b in sizes) * k < TILE_MIN_WORK:
+                continue
+            free = [0.0] * min(threads, count)
+            for a, b in sizes:                        # the next tile to the first free thread
+                i = free.index(min(free))
+                free[i] += k * (a * b + PACK_COST * (a + b))
+            key = (max(free), count)
+            if best is None or key < best[0]:
+                best = key, [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
+    return None if best is None else best[1]
 
 
 class _Epilogue:
