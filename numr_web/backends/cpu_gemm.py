@@ -19,6 +19,7 @@ A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 
 try:
@@ -85,24 +86,38 @@ def gemm_tiles(m, n, k, threads):
     if cap < 2:
         return None
     best = None
-    for p in range(1, min(cap, -(-m // TILE_ALIGN)) + 1):
-        rows = _aligned(m, p)
-        for q in range(1, min(cap // len(rows), -(-n // TILE_ALIGN)) + 1):
-            cols = _aligned(n, q)
+    for rows in _grids(m, cap):
+        for cols in _grids(n, cap // len(rows)):
             count = len(rows) * len(cols)
-            if count < 2 or count > cap:
+            if count < 2:
                 continue
-            sizes = [(r1 - r0, c1 - c0) for r0, r1 in rows for c0, c1 in cols]
-            if min(a * b for a, b in sizes) * k < TILE_MIN_WORK:
+            sizes = [(r1 - r0) * k * (c1 - c0) + PACK_COST * k * (r1 - r0 + c1 - c0)
+                     for r0, r1 in rows for c0, c1 in cols]
+            if min(r1 - r0 for r0, r1 in rows) * min(c1 - c0 for c0, c1 in cols) * k < \
+                    TILE_MIN_WORK:
                 continue
-            free = [0.0] * min(threads, count)
-            for a, b in sizes:                        # the next tile to the first free thread
-                i = free.index(min(free))
-                free[i] += k * (a * b + PACK_COST * (a + b))
-            key = (max(free), count)
+            if count <= threads:
+                finish = max(sizes)
+            else:                                     # the next tile to the first free thread
+                free = [0] * threads
+                for w in sizes:
+                    heapq.heapreplace(free, free[0] + w)
+                finish = max(free)
+            key = (finish, count)
             if best is None or key < best[0]:
                 best = key, [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
     return None if best is None else best[1]
+
+
+def _grids(n, most):
+    """The distinct cuts of range(n) into at most `most` aligned pieces (_aligned's)."""
+    seen, out = set(), []
+    for parts in range(1, min(most, -(-n // TILE_ALIGN)) + 1):
+        cut = _aligned(n, parts)
+        if len(cut) <= most and (cut[0][1], len(cut)) not in seen:
+            seen.add((cut[0][1], len(cut)))
+            out.append(cut)
+    return out
 
 
 class _Epilogue:
