@@ -33,7 +33,7 @@ def _arrays(out):
     return [np.asarray(o.numpy() if isinstance(o, nr.Tensor) else o) for o in out]
 
 
-def blocked_matches_one_call(fn, threads=(1, 4)):
+def blocked_matches_one_call(fn, threads=(1, 4, 16)):
     """fn() -> list of tensors/arrays: one numpy call per op vs blocks on each thread count."""
     cpu_threads.configure(threads=1, parallel_min=ONE_CALL)
     ref = _arrays(fn())

@@ -38,6 +38,21 @@ def big(*arrays):
     return False
 
 
+def pass_block(n):
+    """Elements per block of a multi-pass formula (an activation, a norm) over n elements. On a
+    few threads CACHE_BLOCK, whose temporaries stay in a core's L2 cache between passes. On more,
+    larger: each numpy call of a block hands the GIL to another thread (~10-20 us on 16 threads,
+    docs/benchmarks.md), so each call must do far more work than that: up to `thread_block()`,
+    as long as every thread still gets a block."""
+    return max(CACHE_BLOCK, min(thread_block(), -(-n // cpu_threads.num_threads())))
+
+
+def thread_block():
+    """The most elements a block of a multi-pass formula covers: CACHE_BLOCK up to 4 threads,
+    growing with the thread count beyond (fewer numpy calls, fewer GIL handovers)."""
+    return CACHE_BLOCK * max(1, cpu_threads.num_threads() // 4)
+
+
 def one_pass_block(n):
     """Block size for an op that passes over its data once: two blocks per thread (a block's
     Python work holds the GIL: fewer, larger blocks leave more of it to the others)."""
@@ -137,8 +152,11 @@ def _dense_in(x, perm):
     return True
 
 
-def row_blocks(rows, row_size, block=CACHE_BLOCK):
-    """[(start, stop), ...] of rows, each about `block` elements (at least one row)."""
+def row_blocks(rows, row_size, block=None):
+    """[(start, stop), ...] of rows, each about `block` elements (at least one row; by default
+    pass_block's size for a multi-pass formula over all the rows)."""
+    if block is None:
+        block = pass_block(rows * row_size)
     return cpu_threads.blocks(rows, max(1, block // max(1, row_size)))
 
 

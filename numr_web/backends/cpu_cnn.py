@@ -26,7 +26,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
-from .cpu_blocks import CACHE_BLOCK, big, row_blocks
+from .cpu_blocks import CACHE_BLOCK, big, pass_block, row_blocks
 from .cpu_elementwise import column_sum
 from .cpu_threads import can_hold_blas, num_threads, parallel_for, single_threaded_blas
 
@@ -46,8 +46,10 @@ WIDE_MIN = 8
 def _pass_block(total):
     """Elements per block of a batch norm or pooling pass over `total`: two blocks per thread,
     between CACHE_BLOCK and 4 CACHE_BLOCK (in a core's L2 cache; fewer, larger blocks hold
-    the GIL, which each numpy call takes, for a smaller share of the time)."""
-    return min(4 * CACHE_BLOCK, max(CACHE_BLOCK, -(-total // (2 * num_threads()))))
+    the GIL, which each numpy call takes, for a smaller share of the time); on many threads
+    at least cpu_blocks.pass_block's size."""
+    return max(pass_block(total),
+               min(4 * CACHE_BLOCK, max(CACHE_BLOCK, -(-total // (2 * num_threads())))))
 
 
 def _blocked(*arrays):

@@ -21,8 +21,8 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names
-from .cpu_blocks import (CACHE_BLOCK, Plan, alloc, big, column_blocks, corner, layout,
-                         one_pass_block, row_blocks, split_axis)
+from .cpu_blocks import (Plan, alloc, big, column_blocks, corner, layout,
+                         one_pass_block, pass_block, row_blocks, split_axis)
 from .cpu_threads import SETTINGS, blocks, num_threads, parallel_for, settings
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
@@ -118,7 +118,7 @@ class CpuElementwise:
         def one(x):
             w = _widen(x)
             return f(np, w.copy() if fresh and w is x else w)
-        return self._blocked(one, z.dtype, [z], block=CACHE_BLOCK, widen=False)
+        return self._blocked(one, z.dtype, [z], block=pass_block(z.size), widen=False)
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
         if not big(dy) or dy.ndim == 0 or dy.shape != s.shape or dy.dtype == _HALF or \
@@ -129,7 +129,7 @@ class CpuElementwise:
         else:
             d1 = ACT[act].np.d1
             ops = [dy, s] if y is None else [dy, s, y]
-            dz = self._blocked(lambda *v: d1(np, *v), dy.dtype, ops, block=CACHE_BLOCK,
+            dz = self._blocked(lambda *v: d1(np, *v), dy.dtype, ops, block=pass_block(dy.size),
                                widen=False)
         dbias = None
         if bias_grad:

@@ -28,7 +28,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
-from .cpu_blocks import big, row_blocks
+from .cpu_blocks import big, row_blocks, thread_block
 from .cpu_threads import (blocks, can_hold_blas, in_parallel, num_threads,
                           parallel_blas_for, parallel_for, parallel_min, single_threaded_blas)
 
@@ -123,7 +123,8 @@ def _grids(n, most):
 class _Epilogue:
     """The fused layer's bias + activation over the GEMM's z (2-D, its dtype the computing one):
     y (of `dtype`) and, when the row saves it, z (of `dtype`), applied a tile at a time, in
-    row pieces of about CACHE_BLOCK elements (the formulas' temporaries stay in cache)."""
+    row pieces of about cpu_blocks.thread_block() elements (in cache on a few threads; larger on
+    many, where each numpy call hands the GIL over)."""
 
     def __init__(self, z2, bias, row, dtype):
         self.z2, self.row = z2, row
@@ -137,7 +138,7 @@ class _Epilogue:
     def tile(self, r0, r1, c0, c1):
         fwd, bias = self.row.np.fwd, self.bias
         apply = self.row.name != "none" or not self.in_place
-        for a, b in row_blocks(r1 - r0, c1 - c0):
+        for a, b in row_blocks(r1 - r0, c1 - c0, thread_block()):
             rs = slice(r0 + a, r0 + b)
             zb = self.z2[rs, c0:c1]
             if bias is not None:

@@ -32,8 +32,11 @@ def erf(xp, x):
 ERF_N = 128
 ERF_KMAX = 504                 # 3.9375: 1 - erf(x) < 1.3e-8 there, below half a float32 ulp of 1
 # Elements per block: the work arrays (1 MiB) stay in L2; the ~20 numpy calls of a block hold the
-# GIL a few microseconds each, a small share of its work only for blocks this large.
+# GIL a few microseconds each, a small share of its work only for blocks this large. An array of
+# up to WHOLE elements (a block of the cpu backend's threads) goes in one block: on many threads
+# each numpy call hands the GIL over (~10-20 us), so fewer, longer calls win there.
 ERF_BLOCK = 1 << 15
+WHOLE = 1 << 18
 _MAGIC = 1.5 * 2.0 ** 52
 
 
@@ -53,10 +56,11 @@ def _erf_f32(xp, x):
     c2, c1 = 2.0 / (3 * ERF_N ** 4), 1.0 / (3 * ERF_N ** 2)
     flat = xp.ascontiguousarray(x).reshape(-1)
     out = xp.empty(flat.shape, xp.float32)
-    u, t, p = (xp.empty(min(ERF_BLOCK, flat.size)) for _ in range(3))
+    step = flat.size if flat.size <= WHOLE else ERF_BLOCK
+    u, t, p = (xp.empty(min(step, flat.size)) for _ in range(3))
     idx = xp.empty(u.size, xp.int64)
-    for i in range(0, flat.size, ERF_BLOCK):
-        m = min(ERF_BLOCK, flat.size - i)
+    for i in range(0, flat.size, max(1, step)):
+        m = min(step, flat.size - i)
         ub, tb, pb, ib = u[:m], t[:m], p[:m], idx[:m]
         xp.multiply(flat[i:i + m], float(ERF_N), out=ub)    # u = x N, exact
         xp.clip(ub, -ERF_KMAX, ERF_KMAX, out=ub)      # (NaN stays NaN: its index is clipped)
@@ -92,12 +96,13 @@ def in_blocks(xp, fn, dtype, *arrays, out=None, scratch=2, work=None):
     `scratch` work arrays in bufs (of dtype `work`, float64 unless given) and no others. Large dense
     numpy arrays of one shape go block by block (CHUNK elements, so that the work arrays stay in
     cache, allocated once per call); elsewhere (cupy, small, broadcast or strided operands) one
-    call on the whole arrays."""
+    call on the whole arrays, as for arrays of up to WHOLE elements (a block of the cpu backend's
+    threads, where fewer numpy calls mean fewer GIL handovers)."""
     work = xp.float64 if work is None else work
     shape = xp.broadcast(*arrays).shape if len(arrays) > 1 else arrays[0].shape
     out = xp.empty(shape, dtype) if out is None else out
     n = out.size
-    if xp.__name__ != "numpy" or n <= CHUNK or not out.flags.c_contiguous or \
+    if xp.__name__ != "numpy" or n <= WHOLE or not out.flags.c_contiguous or \
             any(a.shape != shape or not a.flags.c_contiguous for a in arrays):
         fn(xp, out, [xp.empty(shape, work) for _ in range(scratch)], *arrays)
         return out
