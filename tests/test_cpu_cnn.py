@@ -1,8 +1,9 @@
 """The cpu device's conv-net primitives in blocks of images (numr_web/backends/cpu_cnn.py), at
 sizes where they take several blocks: convolution, batch norm and max pooling forward and
 backward give the bits of one numpy call per op (parallel_min past every size) on 1 and 4
-threads, except a convolution's weight gradient, which adds its blocks' GEMMs in a fixed order:
-the same bits on every thread count, its error against float64 truth within float32 GEMM's
+threads, except the convolution: the same bits on every thread count, the one call's where BLAS
+keeps them for a block of the GEMM's columns (else within a few ulp), and its weight gradient
+adds its blocks' GEMMs in a fixed order: its error against float64 truth within float32 GEMM's
 bound and near one BLAS call's. Values are also checked against torch in float64."""
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import torch.nn.functional as TF
 import numr_web as nr
 import numr_web.nn.functional as F
 from numr_web.backends import cpu_threads
+from numr_web.backends.cpu_gemm import tile_steps
 
 from helpers import restored_cpu_settings, same_bits
 
@@ -31,6 +33,17 @@ def runs(fn):
         cpu_threads.configure(threads=threads, parallel_min=pmin)
         out[name] = [np.asarray(t.numpy() if isinstance(t, nr.Tensor) else t) for t in fn()]
     return out
+
+
+def close_to_one_call(ref, got, what):
+    """A block's GEMM gives the one call's bits where BLAS keeps them for a block of columns
+    (OpenBLAS's SkylakeX kernels); OpenBLAS's Haswell kernels (AMD EPYC) round a cut of the
+    columns otherwise: within a few ulp of the one call there."""
+    if tile_steps()[1] is not None:
+        same_bits(ref, got, what)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=8 * EPS32, atol=8 * EPS32 * np.abs(ref).max(),
+                                   err_msg=what)
 
 
 def _img(shape, seed):
@@ -58,10 +71,10 @@ def test_convolution_in_blocks_of_images(act, stride, kernel, pad):
         dx, dw, db = nr.grad(y, [x, w, b], nr.tensor(g0))
         return [y, dx, db, dw]
     got = runs(run)
-    for name in ("1 thread", "4 threads"):
-        for i, what in enumerate(("y", "dx", "dbias")):
-            same_bits(got["one call"][i], got[name][i], f"{what}, {name}")
-    same_bits(got["1 thread"][3], got["4 threads"][3], "dw on 1 and 4 threads")
+    for i, what in enumerate(("y", "dx", "dbias", "dw")):
+        same_bits(got["1 thread"][i], got["4 threads"][i], f"{what} on 1 and 4 threads")
+    for i, what in enumerate(("y", "dx", "dbias")):
+        close_to_one_call(got["one call"][i], got["1 thread"][i], what)
     # the weight gradient against float64 truth (torch, from the same float32 inputs)
     xt = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
     wt = torch.tensor(w0, dtype=torch.float64, requires_grad=True)

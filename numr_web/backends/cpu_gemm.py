@@ -5,16 +5,19 @@ while the tile is still in that core's cache. BLAS's own threads never run: afte
 OpenBLAS's idle threads busy-wait for a while, taking the cores from the blocked elementwise ops
 that follow. A GEMM with a long K and a small output runs as split-K instead.
 
-Bits: every tile edge lies on a multiple of TILE_ALIGN rows and columns, a multiple of the
-sgemm kernels' micro-tiles, and each tile is large enough for OpenBLAS's regular kernels (not its
-small-matrix ones), so each output sums its K in the order of one single-threaded BLAS call on
-the whole matrices: the result is the same on any thread count, and (1 thread or many) that of
-numpy's one call with BLAS at one thread (tests/test_cpu_gemm.py). numpy's one call with BLAS's
-own threads splits some K (longer than BLAS's K block, not a multiple of it) in another order
-than its single-threaded call, so at such K it differs from both in the last bits: the one-call
-bits were never independent of the machine's core count. float64 GEMMs stay one call with
-BLAS's own threads: OpenBLAS's dgemm (SkylakeX) computes its last columns in another order when
-the rows are cut, so tiles would not give one call's bits.
+Bits: every tile edge lies on a multiple of the rows / columns `tile_steps()` found for this
+machine's BLAS (probed once: tiles of a whole call, at one thread, that give its bits; OpenBLAS's
+SkylakeX sgemm keeps them for tiles of 64 rows and columns, its Haswell sgemm on AMD EPYC for
+rows in multiples of 24 and for no cut of the columns), and each tile is large enough for
+OpenBLAS's regular kernels (not its small-matrix ones), so each output sums its K in the order of
+one single-threaded BLAS call on the whole matrices: the result is the same on any thread count,
+and (1 thread or many) that of numpy's one call with BLAS at one thread (tests/test_cpu_gemm.py).
+numpy's one call with BLAS's own threads splits some K (longer than BLAS's K block, not a
+multiple of it; on the Haswell kernels any K) in another order than its single-threaded call, so
+there it differs from both in the last bits: the one-call bits were never independent of the
+machine's core count. float64 GEMMs stay one call with BLAS's own threads: OpenBLAS's dgemm
+(SkylakeX) computes its last columns in another order when the rows are cut, so tiles would not
+give one call's bits.
 A mixin of NumpyBackend (numr_web/backends/numpy_backend.py)."""
 from __future__ import annotations
 
@@ -40,9 +43,10 @@ _FLOAT32 = np.dtype(np.float32) if np else None
 SPLIT_K_MIN = 1 << 15
 SPLIT_K_MAX_OUT = 1 << 18
 SPLIT_K_CHUNK = 2048
-# Tile edges lie on multiples of TILE_ALIGN rows / columns (OpenBLAS's micro-tiles are 2 to 16
-# wide: a tile then starts where one of the whole call's micro-tiles would).
-TILE_ALIGN = 64
+# Candidate tile edges, in rows / columns: multiples of the sgemm kernels' micro-tiles (OpenBLAS's
+# are 2 to 32 wide, 24 for the Haswell kernel's rows); tile_steps() keeps the first that gives the
+# whole call's bits on this machine.
+TILE_STEPS = (64, 192)
 # Multiply-adds of the smallest tile: OpenBLAS runs products under 100^3 (on AVX-512 CPUs) with
 # its small-matrix kernels, which add in another order than its regular ones.
 TILE_MIN_WORK = 1 << 21
@@ -68,26 +72,60 @@ def _widen(x):
     return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
 
 
-def _aligned(n, parts):
-    """range(n) cut into about `parts` pieces whose edges lie on multiples of TILE_ALIGN."""
+def _aligned(n, parts, step):
+    """range(n) cut into about `parts` pieces whose edges lie on multiples of `step`."""
     size = -(-n // max(1, parts))
-    return blocks(n, -(-size // TILE_ALIGN) * TILE_ALIGN)
+    return blocks(n, -(-size // step) * step)
+
+
+@functools.lru_cache(maxsize=None)
+def tile_steps():
+    """(row step, column step): the first of TILE_STEPS at which tiles of a float32 GEMM's
+    output, each one call with BLAS at one thread, give the whole call's bits on this machine
+    (every operand layout, a K within and one past BLAS's K block, tiles of at least
+    TILE_MIN_WORK multiply-adds as gemm_tiles makes them, out of reach of OpenBLAS's
+    small-matrix kernels); None where none does: the output is then not cut along that axis.
+    Probed once per process (~0.1 s on one core)."""
+    rng = np.random.default_rng(0)
+    steps = [None, None]
+    with single_threaded_blas():
+        for step in TILE_STEPS:
+            size = 2 * step + 37                 # edges at step and 2 step, a ragged last tile
+            edges = [(0, step), (step, 2 * step), (2 * step, size)]
+            ok = [True, True]
+            for k in (257, 777):
+                a0 = rng.standard_normal((size, k), dtype=np.float32)
+                b0 = rng.standard_normal((k, size), dtype=np.float32)
+                for a in (a0, np.asfortranarray(a0)):
+                    for b in (b0, np.asfortranarray(b0)):
+                        whole = a @ b
+                        ok[0] = ok[0] and all(np.array_equal(a[r0:r1] @ b, whole[r0:r1])
+                                              for r0, r1 in edges)
+                        ok[1] = ok[1] and all(np.array_equal(a @ b[:, c0:c1], whole[:, c0:c1])
+                                              for c0, c1 in edges)
+            for axis in (0, 1):
+                if ok[axis] and steps[axis] is None:
+                    steps[axis] = step
+            if None not in steps:
+                break
+    return tuple(steps)
 
 
 @functools.lru_cache(maxsize=512)
-def gemm_tiles(m, n, k, threads):
+def gemm_tiles(m, n, k, threads, steps=(TILE_STEPS[0], TILE_STEPS[0])):
     """[(r0, r1, c0, c1), ...]: the output tiles of an m x k by k x n GEMM for `threads`
     threads, or None when fewer than two tiles of at least TILE_MIN_WORK fit. Of the grids with
-    edges on multiples of TILE_ALIGN and at most TILES_PER_THREAD tiles a thread, the one whose
-    tiles finish first when each thread takes the next tile as it frees up (the pool's order),
-    counting each tile's multiply-adds and the packing of its rows of a and columns of b
-    (PACK_COST multiply-adds an element): balanced rounds, square tiles."""
+    edges on multiples of `steps` (rows, columns; None: that axis uncut) and at most
+    TILES_PER_THREAD tiles a thread, the one whose tiles finish first when each thread takes the
+    next tile as it frees up (the pool's order), counting each tile's multiply-adds and the
+    packing of its rows of a and columns of b (PACK_COST multiply-adds an element): balanced
+    rounds, square tiles."""
     cap = min(TILES_PER_THREAD * threads, m * n * k // TILE_MIN_WORK)
     if cap < 2:
         return None
     best = None
-    for rows in _grids(m, cap):
-        for cols in _grids(n, cap // len(rows)):
+    for rows in _grids(m, cap, steps[0]):
+        for cols in _grids(n, cap // len(rows), steps[1]):
             count = len(rows) * len(cols)
             if count < 2:
                 continue
@@ -109,11 +147,14 @@ def gemm_tiles(m, n, k, threads):
     return None if best is None else best[1]
 
 
-def _grids(n, most):
-    """The distinct cuts of range(n) into at most `most` aligned pieces (_aligned's)."""
+def _grids(n, most, step):
+    """The distinct cuts of range(n) into at most `most` pieces with edges on multiples of
+    `step` (_aligned's); only the whole range when step is None."""
+    if step is None:
+        return [[(0, n)]]
     seen, out = set(), []
-    for parts in range(1, min(most, -(-n // TILE_ALIGN)) + 1):
-        cut = _aligned(n, parts)
+    for parts in range(1, min(most, -(-n // step)) + 1):
+        cut = _aligned(n, parts, step)
         if len(cut) <= most and (cut[0][1], len(cut)) not in seen:
             seen.add((cut[0][1], len(cut)))
             out.append(cut)
@@ -177,7 +218,8 @@ class CpuGemm:
                 a2.dtype != _FLOAT32 or b.dtype != _FLOAT32 or not can_hold_blas():
             return None
         threads = num_threads()
-        return (gemm_tiles(m, n, k, threads) if threads > 1 else None) or [(0, m, 0, n)]
+        return (gemm_tiles(m, n, k, threads, tile_steps()) if threads > 1 else None) or \
+            [(0, m, 0, n)]
 
     def _gemm(self, a, b):
         ops = self._gemm_operands(a, b)
