@@ -156,7 +156,12 @@ def test_norms_in_blocks():
         xt = nr.tensor(x, requires_grad=True)
         y = nr.layer_norm(xt, (33, 40))                          # two dims, no weight
         y.backward(nr.tensor(g, dtype="float32"))
-        return out + [y, xt.grad]
+        out += [y, xt.grad]
+        xt, wt = nr.tensor(x, requires_grad=True), nr.tensor(w, requires_grad=True)
+        y = nr.layer_norm(xt, (40,), wt)                         # a weight, no bias
+        r = nr.rms_norm(xt, (40,))                               # no weight
+        (y * r).sum().backward()
+        return out + [y, r, xt.grad, wt.grad]
     blocked_matches_one_call(run)
 
 
@@ -258,6 +263,73 @@ def test_gpt_training_step_in_blocks():
             losses.append(loss)
         return losses + [p for p in model.parameters()]
     blocked_matches_one_call(run)
+
+
+def test_column_sums_of_many_rows_add_fixed_chunks():
+    """Past 1024 rows a column sum (a bias or norm weight's gradient) adds fixed chunks of rows:
+    the same bits on every thread count, and no less accurate than numpy's row-after-row sum
+    against float64 truth."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2500, 3, 48)).astype(np.float32) + 1      # 7500 rows, mean 1
+    w, b = rng.standard_normal(48), rng.standard_normal(48)
+    g = rng.standard_normal((2500, 3, 48)).astype(np.float32) + 0.5
+
+    def run():
+        xt = nr.tensor(x)
+        wt, bt = (nr.tensor(v, dtype="float32", requires_grad=True) for v in (w, b))
+        lin = nr.tensor(rng_w, requires_grad=True)
+        y = nr.layer_norm(xt, (48,), wt, bt)
+        z = nr.matmul_bias_activation(xt, lin, bt, "relu")
+        (y * nr.tensor(g)).sum().backward()
+        z.backward(nr.tensor(g))
+        return [wt.grad, bt.grad]
+    rng_w = np.eye(48, dtype=np.float32)
+    got = {}
+    for t in (1, 4, 16):
+        cpu_threads.configure(threads=t, parallel_min=BLOCKS)
+        got[t] = _arrays(run())
+        same_bits(got[t][0], got[1][0], f"weight gradient, {t} threads")
+        same_bits(got[t][1], got[1][1], f"bias gradient, {t} threads")
+    # float64 truth of the same float32 inputs: db = sum g + sum relu'(z) g, dw = sum g xhat
+    x64, g64 = x.astype(np.float64).reshape(-1, 48), g.astype(np.float64).reshape(-1, 48)
+    xhat = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    z64 = x64 + b.astype(np.float32)
+    truth_db = g64.sum(0) + (g64 * (z64 > 0)).sum(0)
+    truth_dw = (g64 * xhat).sum(0)
+    cpu_threads.configure(threads=1, parallel_min=ONE_CALL)
+    one = _arrays(run())
+    for i, truth in ((0, truth_dw), (1, truth_db)):
+        err_chunks = np.abs(got[4][i] - truth).max()
+        err_numpy = np.abs(one[i] - truth).max()
+        assert err_chunks <= err_numpy + 4 * np.finfo(np.float32).eps * np.abs(truth).max(), \
+            (i, err_chunks, err_numpy)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", ["adamw", "adam_l2", "adam_no_decay", "beta1_small", "capturable"])
+def test_adam_update_in_blocks(kind, dtype):
+    rng = np.random.default_rng(11)
+    shapes = [(96, 53), (3, 40, 11), (7,)]          # blocks, and a parameter below the threshold
+
+    def run():
+        ps = [nn.Parameter(nr.tensor(rng.standard_normal(s), dtype=dtype)) for s in shapes]
+        betas = (0.3, 0.95) if kind == "beta1_small" else (0.9, 0.999)    # both lerp forms
+        if kind == "adamw":
+            opt = nn.optim.AdamW(ps, lr=1e-2, betas=betas, weight_decay=0.1)
+        else:
+            opt = nn.optim.Adam(ps, lr=1e-2, betas=betas, weight_decay=0.1 if kind == "adam_l2" else 0,
+                                capturable=kind == "capturable")
+        for _ in range(3):                  # the first step has no moments yet; later ones do
+            for p in ps:
+                p.grad = nr.tensor(rng.standard_normal(p.shape), dtype=dtype)
+            opt.step()
+        return ps + [opt.state[p][k] for p in ps for k in ("exp_avg", "exp_avg_sq")]
+    rng_state = rng.bit_generator.state
+
+    def fresh():
+        rng.bit_generator.state = rng_state
+        return run()
+    blocked_matches_one_call(fresh)
 
 
 # -- large ops at the default settings, against torch ------------------------------------------------

@@ -55,8 +55,11 @@ def thread_block():
 
 def one_pass_block(n):
     """Block size for an op that passes over its data once: two blocks per thread (a block's
-    Python work holds the GIL: fewer, larger blocks leave more of it to the others)."""
-    return max(MIN_BLOCK, -(-n // (2 * cpu_threads.num_threads())))
+    Python work holds the GIL: fewer, larger blocks leave more of it to the others), of at least
+    MIN_BLOCK elements, growing as thread_block() does past 4 threads (a block of MIN_BLOCK
+    takes about as long as a GIL handover on 16 threads)."""
+    return max(MIN_BLOCK * max(1, cpu_threads.num_threads() // 4),
+               -(-n // (2 * cpu_threads.num_threads())))
 
 
 def _is_array(x):

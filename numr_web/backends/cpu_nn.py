@@ -17,7 +17,7 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
-from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis
+from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis, thread_block
 from .cpu_elementwise import along, column_sum
 from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
 
@@ -44,13 +44,38 @@ class CpuNN:
         parts = row_blocks(rows, n)
         base = super()
 
-        def body(i):
+        def half(i):                  # float16: ArrayNN's float32 arithmetic, rounded once
             r0, r1 = parts[i]
             yb, mb, rb = base.layer_norm(x2[r0:r1], w, b, 1, eps, rms)
             y[r0:r1], rstd[r0:r1] = yb, rb
             if mean is not None:
                 mean[r0:r1] = mb
-        parallel_for(len(parts), body)
+
+        def body(i):                  # ArrayNN.layer_norm's arithmetic, rows r0:r1, in place
+            r0, r1 = parts[i]
+            xb, yb, rb = x2[r0:r1], y[r0:r1], rstd[r0:r1]
+            t = np.empty(yb.shape, yb.dtype)
+            if rms:
+                np.multiply(xb, xb, out=t)
+                t.mean(axis=1, out=rb)
+            else:
+                mb = mean[r0:r1]
+                xb.mean(axis=1, out=mb)
+                np.subtract(xb, mb[:, None], out=yb)           # xc
+                np.multiply(yb, yb, out=t)
+                t.mean(axis=1, out=rb)
+            rb += eps                                          # rstd = 1 / sqrt(var + eps)
+            np.sqrt(rb, out=rb)
+            np.divide(1.0, rb, out=rb)
+            if rms:
+                np.multiply(xb, rb[:, None], out=yb)
+            else:
+                yb *= rb[:, None]
+            if w is not None:
+                yb *= w
+            if b is not None:
+                yb += b
+        parallel_for(len(parts), half if x.dtype == _HALF else body)
         lead = x.shape[:x.ndim - k]
         return (y.reshape(x.shape), None if rms else mean.reshape(lead), rstd.reshape(lead))
 
@@ -68,17 +93,27 @@ class CpuNN:
         gx = None if weight is None else np.empty((rows, n), dy.dtype)   # g * xhat, for dw
         parts = row_blocks(rows, n)
 
-        def body(i):                  # ArrayNN.layer_norm_backward's dx, rows r0:r1
+        def body(i):                  # ArrayNN.layer_norm_backward's dx, rows r0:r1, in place
             r0, r1 = parts[i]
-            g, r = g2[r0:r1], r2[r0:r1]
-            xhat = (x2[r0:r1] if rms else x2[r0:r1] - m2[r0:r1]) * r
+            g, r, d = g2[r0:r1], r2[r0:r1], dx[r0:r1]
+            xhat = np.empty(d.shape, d.dtype)
+            if rms:
+                np.multiply(x2[r0:r1], r, out=xhat)
+            else:
+                np.subtract(x2[r0:r1], m2[r0:r1], out=xhat)
+                xhat *= r
             if w is not None:
-                gx[r0:r1] = g * xhat
-                g = g * w
-            proj = (g * xhat).mean(axis=1, keepdims=True)
-            d = (g - xhat * proj) if rms else (g - g.mean(axis=1, keepdims=True) - xhat * proj)
+                np.multiply(g, xhat, out=gx[r0:r1])
+                g = np.multiply(g, w, out=np.empty(d.shape, d.dtype))
+            elif not rms:
+                g = g.copy()                                   # g - mean(g) goes into it
+            np.multiply(g, xhat, out=d)
+            proj = d.mean(axis=1, keepdims=True)
+            if not rms:
+                g -= g.mean(axis=1, keepdims=True)
+            np.multiply(xhat, proj, out=d)                     # (g [- mean g]) - xhat proj
+            np.subtract(g, d, out=d)
             d *= r
-            dx[r0:r1] = d
         parallel_for(len(parts), body)
         dw = db = None
         if weight is not None:
@@ -97,7 +132,12 @@ class CpuNN:
         if mask is not None:
             views.append(np.broadcast_to(mask, batch + (tq, tk)))
         heads = math.prod(batch)
-        per = max(1, min(ATTENTION_BLOCK // max(1, tq * tk), -(-heads // (2 * num_threads()))))
+        # on a few threads blocks of ATTENTION_BLOCK scores, two a thread; on more, larger
+        # blocks, one a thread: each numpy call of a block hands the GIL over (cpu_blocks)
+        threads = num_threads()
+        most = ATTENTION_BLOCK * thread_block() // CACHE_BLOCK
+        per = max(1, min(most // max(1, tq * tk),
+                         -(-heads // ((2 if threads <= 4 else 1) * threads))))
         return batch, views, _batch_blocks(batch, per)
 
     def attention(self, q, k, v, mask, causal, scale):

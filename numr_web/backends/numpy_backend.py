@@ -1,8 +1,8 @@
 """The cpu device: numpy. The reference semantics every other backend is tested against.
 Large ops run on every core the process may use (NUMR_CPU_THREADS; cpu_threads.py): the
 elementwise work in cpu_elementwise.py, the GEMMs in cpu_gemm.py, the nn primitives in
-cpu_nn.py and cpu_cnn.py, bit-identical to the one-call numpy code of ArrayBackend they fall back
-to for small inputs (a GEMM's to one call with BLAS at one thread: cpu_gemm.py; split-K GEMMs and
+cpu_nn.py and cpu_cnn.py, the Adam update in cpu_optim.py, bit-identical to the one-call numpy
+code of ArrayBackend they fall back to for small inputs (a GEMM's to one call with BLAS at one thread: cpu_gemm.py; split-K GEMMs and
 a convolution's weight gradient add in another fixed order)."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .cpu_cnn import CpuCNN
 from .cpu_elementwise import CpuElementwise
 from .cpu_gemm import CpuGemm
 from .cpu_nn import CpuNN
+from .cpu_optim import CpuOptim
 from .cpu_threads import ENV, num_threads
 
 
@@ -25,7 +26,7 @@ def _physical_memory():
         return 2 ** 62
 
 
-class NumpyBackend(CpuCNN, CpuNN, CpuGemm, CpuElementwise, ArrayBackend):
+class NumpyBackend(CpuCNN, CpuNN, CpuOptim, CpuGemm, CpuElementwise, ArrayBackend):
     device = "cpu"
     dlpack_device_types = (1,)     # kDLCPU
 
