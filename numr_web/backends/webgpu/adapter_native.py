@@ -71,6 +71,8 @@ class NativeAdapter(GPUAdapter):
         self.can_timestamp = "timestamp-query" in self.features
         self._timed = []            # (query set, resolve buffer, dispatches) per timed submit
         self._bind_groups = {}      # (pipeline, bindings) -> bind group: training loops repeat them
+        from wgpu.backends.wgpu_native import _api, _ffi       # the C API wgpu-py wraps
+        self._c = (_ffi.ffi, _api.libf, _ffi.lib.wgpuBindGroupRelease)
         U = wgpu.BufferUsage
         self._usage = {"storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
                        "uniform": U.UNIFORM | U.COPY_DST}
@@ -116,7 +118,17 @@ class NativeAdapter(GPUAdapter):
         return (pipe, layout)
 
     def submit(self, dispatches, timed=False):
+        """Encode the dispatches into one command buffer and submit it. The per-dispatch calls
+        (a bind group made on a cache miss; set pipeline, set bind group, dispatch) go straight
+        to wgpu-native through wgpu-py's error-checked C functions: wgpu-py's Python wrappers
+        cost ~80 us a bind group and ~14 us a dispatch, the C calls ~8 and ~5
+        (docs/benchmarks.md)."""
         dev = self.device
+        ffi, libf, release = self._c
+        set_pipeline = libf.wgpuComputePassEncoderSetPipeline
+        set_bind_group = libf.wgpuComputePassEncoderSetBindGroup
+        dispatch = libf.wgpuComputePassEncoderDispatchWorkgroups
+        null = ffi.NULL
         label = "?"
         try:
             enc = dev.create_command_encoder()
@@ -132,10 +144,7 @@ class NativeAdapter(GPUAdapter):
                                           for b in d.bindings)
                 bg = cache.get(key)
                 if bg is None:
-                    bg = dev.create_bind_group(layout=layout, entries=[
-                        {"binding": b.index,
-                         "resource": {"buffer": b.buffer, "offset": b.offset, "size": b.size}}
-                        for b in d.bindings])
+                    bg = self._bind_group(layout, d.bindings)
                     if len(cache) >= 4096:
                         cache.pop(next(iter(cache)))
                     cache[key] = (bg, d.bindings, pipe)   # keeps them alive: ids stay unique
@@ -145,9 +154,10 @@ class NativeAdapter(GPUAdapter):
                     cp = enc.begin_compute_pass(timestamp_writes={
                         "query_set": qs, "beginning_of_pass_write_index": 2 * i,
                         "end_of_pass_write_index": 2 * i + 1})
-                cp.set_pipeline(pipe)
-                cp.set_bind_group(0, bg)
-                cp.dispatch_workgroups(*d.groups)
+                h = cp._internal
+                set_pipeline(h, pipe._internal)
+                set_bind_group(h, 0, bg, 0, null)
+                dispatch(h, *d.groups)
                 if qs is not None:
                     cp.end()
             if qs is None:
@@ -162,6 +172,20 @@ class NativeAdapter(GPUAdapter):
             self._queue.submit([enc.finish()])
         except Exception as e:
             raise KernelError(f"kernel {label!r} failed: {type(e).__name__}: {e}") from e
+
+    def _bind_group(self, layout, bindings):
+        """A bind group of buffer bindings, made through the C API; released when the returned
+        handle is collected (the cache drops it)."""
+        ffi, libf, release = self._c
+        entries = ffi.new("WGPUBindGroupEntry[]", len(bindings))
+        for e, b in zip(entries, bindings):
+            e.binding, e.buffer, e.offset, e.size = b.index, b.buffer._internal, b.offset, b.size
+        desc = ffi.new("WGPUBindGroupDescriptor *")
+        desc.layout, desc.entries, desc.entryCount = layout._internal, entries, len(bindings)
+        handle = libf.wgpuDeviceCreateBindGroup(self.device._internal, desc)
+        if handle == ffi.NULL:
+            raise KernelError("wgpuDeviceCreateBindGroup returned no bind group")
+        return ffi.gc(handle, release)
 
     def read_timings(self):
         import struct
