@@ -45,8 +45,8 @@ SPLIT_K_MAX_OUT = 1 << 18
 SPLIT_K_CHUNK = 2048
 # Candidate tile edges, in rows / columns: multiples of the sgemm kernels' micro-tiles (OpenBLAS's
 # are 2 to 32 wide, 24 for the Haswell kernel's rows); tile_steps() keeps the first that gives the
-# whole call's bits on this machine.
-TILE_STEPS = (64, 192)
+# whole call's bits on this machine (finer steps balance the threads' tiles better).
+TILE_STEPS = (64, 24, 96, 192)
 # Multiply-adds of the smallest tile: OpenBLAS runs products under 100^3 (on AVX-512 CPUs) with
 # its small-matrix kernels, which add in another order than its regular ones.
 TILE_MIN_WORK = 1 << 21
