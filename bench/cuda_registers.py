@@ -40,15 +40,17 @@ def main():
     ap.add_argument("--masks", default=",".join(str(m) for m in A.MASK_KINDS),
                     help="mask kinds: 0 none (causal included), 1 bool, 2 additive")
     ap.add_argument("--kernels", default=",".join(A.KERNELS), help="of fwd,dq,dkv")
+    ap.add_argument("--dense", action="store_true", help="the kernels' variant for dense inputs")
     ap.add_argument("--loops", action="store_true", help="each kernel's loops (nvdisasm)")
     a = ap.parse_args()
     if nvrtc() is None or ptxas() is None:
         sys.exit("needs NVRTC and ptxas: pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc")
     dims, masks = [int(d) for d in a.dims.split(",")], [int(m) for m in a.masks.split(",")]
     kernels = a.kernels.split(",")
-    names = [G.attention_tiled(A.KERNELS[k], ct, dm, m, *A.TILES[k][dm])
+    names = [G.attention_tiled(A.KERNELS[k], ct, dm, m, *A.TILES[k][dm], dense=a.dense)
              for k in kernels for ct in A.TILED_TYPES for dm in dims for m in masks]
-    names += [G.attention_tiled(A.TC_KERNELS[k], "half_t", dm, m, *A.TC_TILES[k][dm])
+    names += [G.attention_tiled(A.TC_KERNELS[k], "half_t", dm, m, *A.TC_TILES[k][dm],
+                                dense=a.dense)
               for k in kernels for dm in dims for m in masks]
     if a.loops:
         return print_loops(names, a.arch, nvrtc, ptxas)

@@ -278,7 +278,8 @@ def test_tiled_kernels_shared_memory(att, monkeypatch, fam, dtype):
     table = A.TILES if fam == "simt" else A.TC_TILES
     ct = "float" if dtype == np.float32 else "half_t"
     for kernel, name in kernels.items():
-        fn = att.be.kernels.fns[G.attention_tiled(name, ct, 64, 0, *table[kernel][64])]
+        fn = att.be.kernels.fns[G.attention_tiled(name, ct, 64, 0, *table[kernel][64],
+                                                  dense=True)]
         smem = fn.launches[-1][2]
         assert smem == size(kernel, 64, table[kernel][64])
         assert smem <= A.DEFAULT_SMEM or fn.max_dynamic_shared_size_bytes >= smem
@@ -312,8 +313,8 @@ def test_tiles_shrink_to_fit_the_device(att):
     want = attention_reference(q, k, v, None, True, 0.125, g)
     _check(_run(alt, q, k, v, None, True, 0.125, g), want, np.float32)
     launched = att.be.kernels.fns
-    assert launched["attn_fwd_t<float, 64, 0, 4, 4, 32>"].launches
-    assert launched["attn_bwd_dq_t<float, 64, 0, 4, 4, 16>"].launches
+    assert launched["attn_fwd_t<float, 64, 0, 4, 4, 32, 1>"].launches          # (dense inputs)
+    assert launched["attn_bwd_dq_t<float, 64, 0, 4, 4, 16, 1>"].launches
 
 
 @pytest.mark.parametrize("dtype,tensor_cores", [(np.float32, False), (np.float16, True),
@@ -341,6 +342,26 @@ def test_tiled_kernels_read_and_write_heads_in_place(att, dtype, tensor_cores, m
     _check(got, want, dtype)
     for t in (got[0],) + got[2:]:
         assert t.shape == (B, H, T, d) and t.swapaxes(1, 2).flags.c_contiguous
+
+
+def test_dense_inputs_take_the_dense_variant(att):
+    """Dense q, k, v and dout run the kernels' DENSE variant (compile-time row strides); the same
+    values as views of one (B, T, H, d) buffer run the strided one; both as the reference."""
+    alt = A.Attention(att.be)
+    B, H, T, d = 1, 2, 40, 64
+    q, k, v, g = _inputs((B, H, T, d), T, d, np.float32, seed=12)
+    name = {dense: G.attention_tiled(A.KERNELS["dq"], "float", 64, 0, *A.TILES["dq"][64],
+                                     dense=dense) for dense in (False, True)}
+    fns = att.be.kernels.fns
+    before = {dn: len(fns[n].launches) if n in fns else 0 for dn, n in name.items()}
+    want = attention_reference(q, k, v, None, True, 0.125, g)
+    _check(_run(alt, q, k, v, None, True, 0.125, g), want, np.float32)
+    assert len(fns[name[True]].launches) == before[True] + 1
+    views = [np.ascontiguousarray(t.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+             for t in (q, k, v, g)]
+    _check(_run(alt, *views[:3], None, True, 0.125, views[3]), want, np.float32)
+    assert len(fns[name[False]].launches) == before[False] + 1
+    assert len(fns[name[True]].launches) == before[True] + 1
 
 
 def test_tiled_kernels_without_keys(att):

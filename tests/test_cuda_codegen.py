@@ -99,8 +99,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
     for ct in AT.TILED_TYPES:               # the tiled attention kernels, every mask kind
         names += [G.attention_tiled(AT.KERNELS[k], ct, 32, m, *AT.TILES[k][32])
                   for k in AT.KERNELS for m in AT.MASK_KINDS]
-    names += [G.attention_tiled(AT.KERNELS[k], "float", dm, 0, *AT.TILES[k][dm])
-              for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32]
+    names += [G.attention_tiled(AT.KERNELS[k], "float", dm, 0, *AT.TILES[k][dm], dense=dense)
+              for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32 for dense in (False, True)]
     names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", dm, m, *AT.TC_TILES[k][dm])   # sm_80
               for k in AT.KERNELS for dm in AT.TILED_DIMS for m in ((0, 1, 2) if dm == 64 else (0,))]
     for ct in G.C_TYPES.values():           # nn.cu: layer / RMS norm, row scatter-add
@@ -314,10 +314,10 @@ def test_attention_kernels_of_a_gpt_head_do_not_spill_on_sm90():
     """The tile tables are chosen so that the kernels a GPT runs (head dim 64, no mask tensor)
     keep their accumulators in registers on the H100 / H200 (sm_90): a spill to local memory
     costs a kernel a large share of its speed and shows in no test of values."""
-    names = [G.attention_tiled(AT.KERNELS[k], ct, 64, 0, *AT.TILES[k][64])
-             for k in AT.KERNELS for ct in AT.TILED_TYPES]
-    names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", 64, 0, *AT.TC_TILES[k][64])
-              for k in AT.KERNELS]
+    names = [G.attention_tiled(AT.KERNELS[k], ct, 64, 0, *AT.TILES[k][64], dense=dense)
+             for k in AT.KERNELS for ct in AT.TILED_TYPES for dense in (False, True)]
+    names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", 64, 0, *AT.TC_TILES[k][64],
+                                dense=dense) for k in AT.KERNELS for dense in (False, True)]
     got = kernel_resources(G.source(), names, 90, G.OPTIONS)
     assert set(got) == set(names)
     for name, (registers, stores, loads) in got.items():

@@ -262,17 +262,18 @@ class Attention:
                           for m in MASK_KINDS)
         return self.be.kernels.function(G.attention(kernel, ct, dm, kind), family)
 
-    def _tiled_fn(self, path, kernel, ct, kind):
-        """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel; the
-        family's three kernels of this (type, head dim, mask kind) compile together."""
+    def _tiled_fn(self, path, kernel, ct, kind, dense=False):
+        """(compiled kernel, block threads, block rows, shared bytes) of a tiled kernel (its
+        variant for dense inputs where `dense`); the family's three kernels of this (type, head
+        dim, mask kind, variant) compile together."""
         fam, dm, tiles = path
-        key = (fam, dm, kernel, ct, kind)
+        key = (fam, dm, kernel, ct, kind, dense)
         got = self._launch.get(key)
         if got is None:
             kernels, size, _ = FAMILIES[fam]
-            family = lambda: (G.attention_tiled(kernels[n], ct, dm, kind, *tiles[n])   # noqa: E731
-                              for n in kernels)
-            name = G.attention_tiled(kernels[kernel], ct, dm, kind, *tiles[kernel])
+            family = lambda: (G.attention_tiled(kernels[n], ct, dm, kind, *tiles[n],   # noqa: E731
+                                                dense=dense) for n in kernels)
+            name = G.attention_tiled(kernels[kernel], ct, dm, kind, *tiles[kernel], dense=dense)
             fn = self.be.kernels.function(name, family)
             smem = size(kernel, dm, tiles[kernel])
             if smem > DEFAULT_SMEM and self._opted.get(name, 0) < smem:
@@ -289,6 +290,12 @@ class Attention:
         (a head's view of a fused projection: no copy), else dense copies."""
         xp = self.be.xp
         return [t if _layout(t) is not None else xp.ascontiguousarray(t) for t in ts]
+
+    @staticmethod
+    def _all_dense(batch, *ts):
+        """Whether the inputs are dense (..., T, n) arrays of this batch shape: the kernels'
+        DENSE variant reads them with compile-time row strides."""
+        return all(t.flags.c_contiguous and t.shape[:-2] == batch for t in ts)
 
     @staticmethod
     def _strides(shape, **arrays):
@@ -316,7 +323,8 @@ class Attention:
             return out, lse
         if path:
             qc, kc, vc = self._strided(q, k, v)
-            fn, threads, rows, smem = self._tiled_fn(path, "fwd", ct, kind)
+            dense = self._all_dense(q.shape[:-2], qc, kc, vc)
+            fn, threads, rows, smem = self._tiled_fn(path, "fwd", ct, kind, dense)
             vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc), (vc, out))
             fn((B, -(-TQ // rows)), (threads,),
                (qc, kc, vc, mp, out, lse, TQ, TK, D, DV, int(causal), *mw, float(scale), vec)
@@ -366,10 +374,11 @@ class Attention:
         vec = _vec_bits(FAMILIES[path[0]][2], D, DV, (qc, kc, dq, dk), (vc, doc, oc, dv))
         tail = (TQ, TK, D, DV, int(causal), *mw, float(scale), vec) + self._strides(
             qc.shape, q=qc, k=kc, v=vc, o=oc, g=doc, dq=dq, dk=dk, dv=dv)
-        fn, threads, rows, smem = self._tiled_fn(path, "dq", ct, kind)
+        dense = self._all_dense(qc.shape[:-2], qc, kc, vc, doc)
+        fn, threads, rows, smem = self._tiled_fn(path, "dq", ct, kind, dense)
         fn((B, -(-TQ // rows)), (threads,), (qc, kc, vc, mp, doc, oc, lc, dq, delta) + tail,
            shared_mem=smem)
-        fn, threads, rows, smem = self._tiled_fn(path, "dkv", ct, kind)
+        fn, threads, rows, smem = self._tiled_fn(path, "dkv", ct, kind, dense)
         fn((B, -(-TK // rows)), (threads,), (qc, kc, vc, mp, doc, lc, delta, dk, dv) + tail,
            shared_mem=smem)
         return dq, dk, dv

@@ -224,7 +224,7 @@ template <typename S, int DM, int W, int BC> __host__ __device__ constexpr int a
     const int BR = 16 * W, LD = DM + ATT_HPAD;
 
 // out = softmax(q k^T * scale + mask) v, lse; query blocks in reverse order (heaviest first)
-template <typename S, int DM, int MK, int W, int BC>
+template <typename S, int DM, int MK, int W, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec, ATT_STRIDES) {
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     const long long r0 = q0 + 16 * w + g;            // the thread's first row
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
     __syncthreads();
     unsigned qa[DM / 16][4];
 #pragma unroll
@@ -250,8 +250,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
         __syncthreads();
         float s[BC / 8][4];
 #pragma unroll
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
 }
 
 // dq = scale * sum_j p_ij (dout_i . v_j - delta_i) k_j, and delta_i = dout_i . out_i
-template <typename S, int DM, int MK, int W, int BC>
+template <typename S, int DM, int MK, int W, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ out, const float* __restrict__ lse,
@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     const long long r0 = q0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + ATT_AT(g, b, 0), q0, TQ, DV, Lgr, vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), q0, TQ, DV, ATT_LD(g, DV), vec & 2);
     __syncthreads();
     float dl[2], l2[2], acc[DM / 8][4];
 #pragma unroll
@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
         __syncthreads();
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
 
 // per key row j: dv = sum_i p_ij dout_i, dk = scale * sum_i p_ij (dout_i . v_j - delta_i) q_i;
 // key blocks in order (under `causal` the first see the most queries)
-template <typename S, int DM, int MK, int W, int BC>
+template <typename S, int DM, int MK, int W, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
@@ -375,8 +375,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
     const long long r0 = k0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + ATT_AT(k, b, 0), k0, TK, D, Lkr, vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + ATT_AT(v, b, 0), k0, TK, DV, Lvr, vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), k0, TK, D, ATT_LD(k, D), vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), k0, TK, DV, ATT_LD(v, DV), vec & 2);
     float ak[DM / 8][4], av[DM / 8][4];
 #pragma unroll
     for (int n = 0; n < DM / 8; ++n)
@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         for (int e = 0; e < 4; ++e) { ak[n][e] = 0.f; av[n][e] = 0.f; }
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Qs, q + ATT_AT(q, b, 0), i0, TQ, D, Lqr, vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Gs, dout + ATT_AT(g, b, 0), i0, TQ, DV, Lgr, vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), i0, TQ, D, ATT_LD(q, D), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), i0, TQ, DV, ATT_LD(g, DV), vec & 2);
         for (int e = threadIdx.x; e < BC; e += 32 * W) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;

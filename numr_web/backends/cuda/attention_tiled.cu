@@ -44,6 +44,13 @@
 // (in a kernel of block b, after ATT_HEAD_OF(b): the divisions once a block, not once a tile)
 #define ATT_HEAD_OF(b) const long long hb0 = (b) / hn, hb1 = (b) % hn
 #define ATT_AT(X, BI, RI) (hb0 * L##X##0 + hb1 * L##X##1 + (RI) * L##X##r)
+// DENSE (the kernels' last template flag, 1 where attention.py finds q, k, v and dout dense): those
+// inputs' matrix b starts at b T n and their rows are n apart, facts the compiler then sees (the
+// strided form's address arithmetic lengthens the tile loops: docs/benchmarks.md); the outputs
+// and `out` keep their strides either way. ATT_IN: an input's element offset, ATT_LD: its row
+// stride.
+#define ATT_IN(X, BI, RI, T, N) (DENSE ? ((BI) * (T) + (RI)) * (N) : ATT_AT(X, BI, RI))
+#define ATT_LD(X, N) (DENSE ? (long long)(N) : L##X##r)
 enum { att_unroll_k = ATT_UNROLL_K };   // d steps of 4 unrolled in att_mm_rows
 
 template <int DM_, int W_, int TM_, int BC_> struct AttT {
@@ -240,7 +247,7 @@ template <class G> __host__ __device__ constexpr int att_smem_dkv() {
 
 // out = softmax(q k^T * scale + mask) v; lse = the rows' log-sum-exp (natural units, float32).
 // Query blocks in reverse order: under `causal` the last ones see the most keys and start first.
-template <typename S, int DM, int MK, int W, int TM, int BC>
+template <typename S, int DM, int MK, int W, int TM, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_fwd_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         S* __restrict__ out, float* __restrict__ lse, ATT_PARAMS, long long vec, ATT_STRIDES) {
@@ -256,7 +263,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
     float o[TM][G::DC], m[TM], l[TM];
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -268,8 +275,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();                 // the previous tile's readers are done
-        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
         __syncthreads();
         float s[TM][G::TN];
 #pragma unroll
@@ -316,7 +323,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
 
 // dq = scale * sum_j p_ij (dout_i . v_j - delta_i) k_j; delta_i = dout_i . out_i is written for
 // attn_bwd_dkv_t, which runs after this kernel
-template <typename S, int DM, int MK, int W, int TM, int BC>
+template <typename S, int DM, int MK, int W, int TM, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const S* __restrict__ out, const float* __restrict__ lse,
@@ -334,8 +341,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), q0, TQ, D, Lqr, vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Gs, dout + ATT_AT(g, b, 0), q0, TQ, DV, Lgr, vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), q0, TQ, DV, ATT_LD(g, DV), vec & 2);
     __syncthreads();
     float dl[TM], l2[TM], acc[TM][G::DC];
 #pragma unroll
@@ -355,8 +362,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), j0, TK, D, Lkr, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), j0, TK, DV, Lvr, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
         __syncthreads();
         float s[TM][G::TN], dp[TM][G::TN];
 #pragma unroll
@@ -387,7 +394,7 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
 
 // per key row j: dv = sum_i p_ij dout_i, dk = scale * sum_i p_ij (dout_i . v_j - delta_i) q_i.
 // Key blocks in order: under `causal` the first ones see the most queries and start first.
-template <typename S, int DM, int MK, int W, int TM, int BC>
+template <typename S, int DM, int MK, int W, int TM, int BC, int DENSE = 0>
 __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
         const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, const void* mask,
         const S* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
@@ -407,8 +414,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Ks, k + ATT_AT(k, b, 0), k0, TK, D, Lkr, vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Vs, v + ATT_AT(v, b, 0), k0, TK, DV, Lvr, vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), k0, TK, D, ATT_LD(k, D), vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), k0, TK, DV, ATT_LD(v, DV), vec & 2);
     float ak[TM][G::DC], av[TM][G::DC];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -417,8 +424,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     // causal: only queries i >= j see key j; the first tile holding the block's first key
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Qs, q + ATT_AT(q, b, 0), i0, TQ, D, Lqr, vec & 1);
-        att_fill<S, BC, DM, G::NT>(Gs, dout + ATT_AT(g, b, 0), i0, TQ, DV, Lgr, vec & 2);
+        att_fill<S, BC, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), i0, TQ, D, ATT_LD(q, D), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), i0, TQ, DV, ATT_LD(g, DV), vec & 2);
         for (int e = threadIdx.x; e < BC; e += G::NT) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;

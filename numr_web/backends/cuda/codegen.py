@@ -151,8 +151,10 @@ def attention(kernel, ctype, row_length, mask_kind):
     return f"{kernel}<{ctype}, {row_length}, {mask_kind}>"
 
 
-def attention_tiled(kernel, ctype, dm, mask_kind, *tile):
+def attention_tiled(kernel, ctype, dm, mask_kind, *tile, dense=False):
     """The tiled attention kernels with their tile: attention_tiled.cu's attn_fwd_t /
     attn_bwd_dq_t / attn_bwd_dkv_t (warps a block, rows a thread, tile columns), attention_mma.cu's
-    attn_fwd_tc / attn_bwd_dq_tc / attn_bwd_dkv_tc (warps a block, tile columns)."""
-    return f"{kernel}<{ctype}, {dm}, {mask_kind}, " + ", ".join(str(n) for n in tile) + ">"
+    attn_fwd_tc / attn_bwd_dq_tc / attn_bwd_dkv_tc (warps a block, tile columns); `dense`: the
+    variant for dense q, k, v and dout (the kernels' DENSE flag)."""
+    return f"{kernel}<{ctype}, {dm}, {mask_kind}, " + ", ".join(str(n) for n in tile) + \
+        (", 1>" if dense else ">")
