@@ -9,6 +9,14 @@ from __future__ import annotations
 from .base import adam_scalars
 
 
+def step_scalars(xp, lr, b1, b2, step):
+    """(step size, sqrt(1 - beta2^t)): adam_scalars' doubles for a count known on the host;
+    capturable, a 0-d count in p's dtype, the corrections in that dtype too."""
+    if isinstance(step, (int, float)):
+        return adam_scalars(lr, b1, b2, step)
+    return lr / (1 - b1 ** step), xp.sqrt(1 - b2 ** step)
+
+
 class ArrayOptim:
     adam_takes_found = True
 
@@ -19,10 +27,7 @@ class ArrayOptim:
             return None                               # float16 rounds at every composed op
         if found is not None and bool(found):
             return (p.copy(), *(xp.zeros_like(p) if a is None else a.copy() for a in (m, v)))
-        if isinstance(step, (int, float)):
-            ss, bc = adam_scalars(lr, b1, b2, step)
-        else:           # capturable: a 0-d count in p's dtype, the corrections in that dtype too
-            ss, bc = lr / (1 - b1 ** step), xp.sqrt(1 - b2 ** step)
+        ss, bc = step_scalars(xp, lr, b1, b2, step)
         base = p
         if decay == "decoupled":
             base = p * factor

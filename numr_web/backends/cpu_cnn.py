@@ -17,8 +17,9 @@ does, then added over the batch once), except the convolution: its blocks' GEMMs
 GEMM's bits only where BLAS keeps them for a block of columns (OpenBLAS's SkylakeX kernels; its
 Haswell kernels round such a block within a few ulp of the whole), and its weight gradient is a
 sum over fixed blocks of images of the blocks' GEMMs (no less accurate than one BLAS GEMM,
-tests/test_cpu_cnn.py). Blocks depend on shapes only: the same bits on every thread count. float16 takes the one-call path, and
-so does the convolution where BLAS cannot be held at one thread per block (no threadpoolctl).
+tests/test_cpu_cnn.py). Blocks depend on shapes only: the same bits on every thread count.
+float16 takes the one-call path, and so does the convolution where BLAS cannot be held at one
+thread per block (no threadpoolctl).
 A mixin of NumpyBackend, before CpuNN."""
 from __future__ import annotations
 

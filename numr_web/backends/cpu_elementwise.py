@@ -43,9 +43,9 @@ def column_sum(x):
     axes flattened, where that is a view): fixed chunks of COLUMN_SUM_ROWS rows, each summed as
     numpy's one call sums it (row after row), on the threads, then the chunks' sums added in
     order: a fixed order (the same bits on every thread count, no less accurate than numpy's
-    row-after-row sum) that reads whole rows (a few columns of many rows read as a strided
-    block cost numpy ~20 times as much a value). Otherwise blocks of columns: each column adds
-    its terms in numpy's order, bit-identical to numpy's one call (any layout)."""
+    row-after-row sum) that reads whole rows (a few columns of many rows, read as a strided
+    block, cost numpy far more a value: docs/benchmarks.md). Otherwise blocks of columns: each
+    column adds its terms in numpy's order, bit-identical to numpy's one call (any layout)."""
     cols = x.shape[-1]
     rows = x.size // max(1, cols)
     if rows > COLUMN_SUM_ROWS and x.ndim >= 2:

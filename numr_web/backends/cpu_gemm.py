@@ -85,7 +85,7 @@ def tile_steps():
     (every operand layout, a K within and one past BLAS's K block, tiles of at least
     TILE_MIN_WORK multiply-adds as gemm_tiles makes them, out of reach of OpenBLAS's
     small-matrix kernels); None where none does: the output is then not cut along that axis.
-    Probed once per process (~0.1 s on one core)."""
+    Probed once per process, at the first tiled GEMM (a few small GEMMs on one core)."""
     rng = np.random.default_rng(0)
     steps = [None, None]
     with single_threaded_blas():
@@ -112,7 +112,7 @@ def tile_steps():
 
 
 @functools.lru_cache(maxsize=512)
-def gemm_tiles(m, n, k, threads, steps=(TILE_STEPS[0], TILE_STEPS[0])):
+def gemm_tiles(m, n, k, threads, steps):
     """[(r0, r1, c0, c1), ...]: the output tiles of an m x k by k x n GEMM for `threads`
     threads, or None when fewer than two tiles of at least TILE_MIN_WORK fit. Of the grids with
     edges on multiples of `steps` (rows, columns; None: that axis uncut) and at most

@@ -11,7 +11,7 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
-from .base import adam_scalars
+from .array_optim import step_scalars
 from .cpu_blocks import big, pass_block
 from .cpu_threads import blocks, parallel_for
 
@@ -27,10 +27,7 @@ class CpuOptim:
                 any(a.dtype != p.dtype or a.shape != p.shape or not a.flags.c_contiguous
                     for a in arrays):
             return super().adam_update(p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found)
-        if isinstance(step, (int, float)):
-            ss, bc = adam_scalars(lr, b1, b2, step)
-        else:           # capturable: a 0-d count in p's dtype, the corrections in that dtype too
-            ss, bc = lr / (1 - b1 ** step), np.sqrt(1 - b2 ** step)
+        ss, bc = step_scalars(np, lr, b1, b2, step)
         n = p.size
         po, mo, vo = (np.empty(n, p.dtype) for _ in range(3))
         pf, gf = _flat(p), _flat(g)

@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     const long long r0 = q0 + 16 * w + g;            // the thread's first row
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b), q0, TQ, D, ATT_LD(q), vec & 1);
     __syncthreads();
     unsigned qa[DM / 16][4];
 #pragma unroll
@@ -250,8 +250,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b), j0, TK, D, ATT_LD(k), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b), j0, TK, DV, ATT_LD(v), vec & 2);
         __syncthreads();
         float s[BC / 8][4];
 #pragma unroll
@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     const long long r0 = q0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), q0, TQ, DV, ATT_LD(g, DV), vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Qs, q + ATT_IN(q, b), q0, TQ, D, ATT_LD(q), vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Gs, dout + ATT_IN(g, b), q0, TQ, DV, ATT_LD(g), vec & 2);
     __syncthreads();
     float dl[2], l2[2], acc[DM / 8][4];
 #pragma unroll
@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_tc(
     const long long jend = causal ? min(TK, q0 + BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Ks, k + ATT_IN(k, b), j0, TK, D, ATT_LD(k), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Vs, v + ATT_IN(v, b), j0, TK, DV, ATT_LD(v), vec & 2);
         __syncthreads();
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
@@ -375,8 +375,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
     const long long r0 = k0 + 16 * w + g;
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + ATT_IN(k, b, 0, TK, D), k0, TK, D, ATT_LD(k, D), vec & 1);
-    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + ATT_IN(v, b, 0, TK, DV), k0, TK, DV, ATT_LD(v, DV), vec & 2);
+    att_fill16<S, 16 * W, DM, 32 * W>(Ks, k + ATT_IN(k, b), k0, TK, D, ATT_LD(k), vec & 1);
+    att_fill16<S, 16 * W, DM, 32 * W>(Vs, v + ATT_IN(v, b), k0, TK, DV, ATT_LD(v), vec & 2);
     float ak[DM / 8][4], av[DM / 8][4];
 #pragma unroll
     for (int n = 0; n < DM / 8; ++n)
@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_tc(
         for (int e = 0; e < 4; ++e) { ak[n][e] = 0.f; av[n][e] = 0.f; }
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill16<S, BC, DM, 32 * W>(Qs, q + ATT_IN(q, b, 0, TQ, D), i0, TQ, D, ATT_LD(q, D), vec & 1);
-        att_fill16<S, BC, DM, 32 * W>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), i0, TQ, DV, ATT_LD(g, DV), vec & 2);
+        att_fill16<S, BC, DM, 32 * W>(Qs, q + ATT_IN(q, b), i0, TQ, D, ATT_LD(q), vec & 1);
+        att_fill16<S, BC, DM, 32 * W>(Gs, dout + ATT_IN(g, b), i0, TQ, DV, ATT_LD(g), vec & 2);
         for (int e = threadIdx.x; e < BC; e += 32 * W) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;

@@ -47,10 +47,18 @@
 // DENSE (the kernels' last template flag, 1 where attention.py finds q, k, v and dout dense): those
 // inputs' matrix b starts at b T n and their rows are n apart, facts the compiler then sees (the
 // strided form's address arithmetic lengthens the tile loops: docs/benchmarks.md); the outputs
-// and `out` keep their strides either way. ATT_IN: an input's element offset, ATT_LD: its row
-// stride.
-#define ATT_IN(X, BI, RI, T, N) (DENSE ? ((BI) * (T) + (RI)) * (N) : ATT_AT(X, BI, RI))
-#define ATT_LD(X, N) (DENSE ? (long long)(N) : L##X##r)
+// and `out` keep their strides either way. ATT_IN(X, b): input X's matrix b, ATT_LD(X): its row
+// stride; ATT_T_X / ATT_N_X: its rows and row length (ATT_PARAMS' names).
+#define ATT_T_q TQ
+#define ATT_N_q D
+#define ATT_T_k TK
+#define ATT_N_k D
+#define ATT_T_v TK
+#define ATT_N_v DV
+#define ATT_T_g TQ
+#define ATT_N_g DV
+#define ATT_IN(X, BI) (DENSE ? (BI) * ATT_T_##X * ATT_N_##X : ATT_AT(X, BI, 0))
+#define ATT_LD(X) (DENSE ? (long long)ATT_N_##X : L##X##r)
 enum { att_unroll_k = ATT_UNROLL_K };   // d steps of 4 unrolled in att_mm_rows
 
 template <int DM_, int W_, int TM_, int BC_> struct AttT {
@@ -263,7 +271,7 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b), q0, TQ, D, ATT_LD(q), vec & 1);
     float o[TM][G::DC], m[TM], l[TM];
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -275,8 +283,8 @@ __global__ void __launch_bounds__(32 * W) attn_fwd_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();                 // the previous tile's readers are done
-        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b), j0, TK, D, ATT_LD(k), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b), j0, TK, DV, ATT_LD(v), vec & 2);
         __syncthreads();
         float s[TM][G::TN];
 #pragma unroll
@@ -341,8 +349,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), q0, TQ, D, ATT_LD(q, D), vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), q0, TQ, DV, ATT_LD(g, DV), vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Qs, q + ATT_IN(q, b), q0, TQ, D, ATT_LD(q), vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Gs, dout + ATT_IN(g, b), q0, TQ, DV, ATT_LD(g), vec & 2);
     __syncthreads();
     float dl[TM], l2[TM], acc[TM][G::DC];
 #pragma unroll
@@ -362,8 +370,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dq_t(
     const long long jend = causal ? min(TK, q0 + G::BR) : TK;
     for (long long j0 = 0; j0 < jend; j0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), j0, TK, D, ATT_LD(k, D), vec & 1);
-        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), j0, TK, DV, ATT_LD(v, DV), vec & 2);
+        att_fill<S, BC, DM, G::NT>(Ks, k + ATT_IN(k, b), j0, TK, D, ATT_LD(k), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Vs, v + ATT_IN(v, b), j0, TK, DV, ATT_LD(v), vec & 2);
         __syncthreads();
         float s[TM][G::TN], dp[TM][G::TN];
 #pragma unroll
@@ -414,8 +422,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     ATT_HEAD_OF(b);
     const float c2 = (float)scale_ * ATT_LOG2E;
     const long long mb = MK ? mk.base(b) : 0;
-    att_fill<S, G::BR, DM, G::NT>(Ks, k + ATT_IN(k, b, 0, TK, D), k0, TK, D, ATT_LD(k, D), vec & 1);
-    att_fill<S, G::BR, DM, G::NT>(Vs, v + ATT_IN(v, b, 0, TK, DV), k0, TK, DV, ATT_LD(v, DV), vec & 2);
+    att_fill<S, G::BR, DM, G::NT>(Ks, k + ATT_IN(k, b), k0, TK, D, ATT_LD(k), vec & 1);
+    att_fill<S, G::BR, DM, G::NT>(Vs, v + ATT_IN(v, b), k0, TK, DV, ATT_LD(v), vec & 2);
     float ak[TM][G::DC], av[TM][G::DC];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -424,8 +432,8 @@ __global__ void __launch_bounds__(32 * W) attn_bwd_dkv_t(
     // causal: only queries i >= j see key j; the first tile holding the block's first key
     for (long long i0 = causal ? k0 / BC * BC : 0; i0 < TQ; i0 += BC) {
         __syncthreads();
-        att_fill<S, BC, DM, G::NT>(Qs, q + ATT_IN(q, b, 0, TQ, D), i0, TQ, D, ATT_LD(q, D), vec & 1);
-        att_fill<S, BC, DM, G::NT>(Gs, dout + ATT_IN(g, b, 0, TQ, DV), i0, TQ, DV, ATT_LD(g, DV), vec & 2);
+        att_fill<S, BC, DM, G::NT>(Qs, q + ATT_IN(q, b), i0, TQ, D, ATT_LD(q), vec & 1);
+        att_fill<S, BC, DM, G::NT>(Gs, dout + ATT_IN(g, b), i0, TQ, DV, ATT_LD(g), vec & 2);
         for (int e = threadIdx.x; e < BC; e += G::NT) {
             const long long i = i0 + e;
             const float ls = i < TQ ? lse[b * TQ + i] : -ATT_INF;

@@ -120,11 +120,10 @@ class NativeAdapter(GPUAdapter):
     def submit(self, dispatches, timed=False):
         """Encode the dispatches into one command buffer and submit it. The per-dispatch calls
         (a bind group made on a cache miss; set pipeline, set bind group, dispatch) go straight
-        to wgpu-native through wgpu-py's error-checked C functions: wgpu-py's Python wrappers
-        cost ~80 us a bind group and ~14 us a dispatch, the C calls ~8 and ~5
-        (docs/benchmarks.md)."""
+        to wgpu-native through wgpu-py's error-checked C functions, several times cheaper than
+        wgpu-py's Python wrappers (docs/benchmarks.md)."""
         dev = self.device
-        ffi, libf, release = self._c
+        ffi, libf, _ = self._c
         set_pipeline = libf.wgpuComputePassEncoderSetPipeline
         set_bind_group = libf.wgpuComputePassEncoderSetBindGroup
         dispatch = libf.wgpuComputePassEncoderDispatchWorkgroups
