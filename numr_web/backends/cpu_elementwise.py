@@ -21,6 +21,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names
+from . import cpu_jit
 from .cpu_blocks import (Plan, alloc, big, column_blocks, corner, layout,
                          one_pass_block, pass_block, row_blocks, split_axis)
 from .cpu_threads import SETTINGS, blocks, num_threads, parallel_for, settings
@@ -32,6 +33,24 @@ _REDUCERS = ("sum", "mean", "max", "min", "prod")
 COLUMN_SUM_ROWS = 1024
 def _widen(x):
     return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
+
+
+def jit_act(name, dtype):
+    """(compiled loops, fwd, d1, d1's tail, its limit) of activation `name` on arrays of `dtype`
+    (cpu_jit_kernels.ACT_ROWS), or None:
+    loops off, not a compiled row, or not float32 / float64."""
+    k = cpu_jit.kernels()
+    if k is None or dtype not in (np.float32, np.float64):
+        return None
+    row = k.ACT_ROWS.get(name)
+    if row is None:
+        return None
+    return (k,) + row[0 if dtype == np.float32 else 1]
+
+
+def _flat_parts(n):
+    """Blocks of a one-pass compiled loop over n elements (one block below parallel_min)."""
+    return blocks(n, one_pass_block(n)) if n >= (SETTINGS[0] or settings())[1] else [(0, n)]
 
 
 def _same(x):
@@ -130,6 +149,19 @@ class CpuElementwise:
         return self._blocked(_same, self._np_dtype[dtype], [h], widen=False)
 
     def activation(self, name, z, fn="fwd"):
+        jit = jit_act(name, z.dtype) if fn == "fwd" and z.ndim and z.flags.c_contiguous else None
+        if jit is not None:                     # one compiled loop per block, any size
+            k, f = jit[:2]
+            out = np.empty(z.shape, z.dtype)
+            zf, of = z.reshape(1, -1), out.reshape(1, -1)
+            parts = _flat_parts(z.size)
+            none = np.empty((0, 0), z.dtype)
+
+            def run(i):
+                a, b = parts[i]
+                k.act_fwd(f, zf[:, a:b], none.reshape(0), of[:, a:b], none)
+            parallel_for(len(parts), run)
+            return out
         if z.size < (SETTINGS[0] or settings())[1]:
             return super().activation(name, z, fn)
         f = getattr(ACT[name].np, _FN[fn])
@@ -141,6 +173,22 @@ class CpuElementwise:
         return self._blocked(one, z.dtype, [z], block=pass_block(z.size), widen=False)
 
     def act_backward(self, act, dy, s, y=None, bias_grad=False):
+        jit = jit_act(act, dy.dtype) if dy.ndim and dy.shape == s.shape and \
+            s.dtype == dy.dtype and dy.flags.c_contiguous and s.flags.c_contiguous else None
+        if jit is not None:                     # one compiled loop per block, any size
+            k, _, d1, tail, limit = jit
+            dz = np.empty(dy.shape, dy.dtype)
+            dyf, sf, dzf = dy.reshape(-1), s.reshape(-1), dz.reshape(-1)
+            parts = _flat_parts(dy.size)
+
+            def run(i):
+                a, b = parts[i]
+                k.act_d1(d1, tail, limit, dyf[a:b], sf[a:b], dzf[a:b])
+            parallel_for(len(parts), run)
+            dbias = None
+            if bias_grad:
+                dbias = column_sum(dz) if big(dz) else dz.sum(axis=tuple(range(dz.ndim - 1)))
+            return dz, dbias
         if not big(dy) or dy.ndim == 0 or dy.shape != s.shape or dy.dtype == _HALF or \
                 (y is not None and y.shape != dy.shape):
             return super().act_backward(act, dy, s, y, bias_grad)

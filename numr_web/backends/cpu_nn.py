@@ -17,6 +17,7 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
+from . import cpu_jit
 from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis, thread_block
 from .cpu_elementwise import along, column_sum
 from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
@@ -33,6 +34,21 @@ class CpuNN:
     def layer_norm(self, x, weight, bias, k, eps, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)
+        jit = _jit_norm(x, weight, bias)
+        if jit is not None and n:               # one compiled loop per block of rows, any size
+            x2 = self.reshape(x, (rows, n))
+            y = np.empty((rows, n), x.dtype)
+            mean, rstd = np.empty(0 if rms else rows, x.dtype), np.empty(rows, x.dtype)
+            w, b = (jit.none if a is None else a.reshape(n) for a in (weight, bias))
+            parts = _norm_parts(x, rows, n)
+
+            def run(i):
+                r0, r1 = parts[i]
+                jit.layer_norm(x2[r0:r1], w, b, eps, rms, y[r0:r1], mean[r0:r1] if not rms else
+                               mean, rstd[r0:r1])
+            parallel_for(len(parts), run)
+            lead = x.shape[:x.ndim - k]
+            return (y.reshape(x.shape), None if rms else mean.reshape(lead), rstd.reshape(lead))
         if not big(x) or rows < 2 or n == 0:
             return super().layer_norm(x, weight, bias, k, eps, rms)
         x2 = self.reshape(x, (rows, n))
@@ -82,6 +98,28 @@ class CpuNN:
     def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)
+        jit = _jit_norm(x, weight, dy)
+        if jit is not None and n:               # one compiled loop per block of rows, any size
+            g2, x2 = self.reshape(dy, (rows, n)), self.reshape(x, (rows, n))
+            m1 = jit.none if rms else mean.reshape(rows)
+            r1_ = rstd.reshape(rows)
+            w = jit.none if weight is None else weight.reshape(n)
+            dx = np.empty((rows, n), dy.dtype)
+            gx = np.empty((0, 0) if weight is None else (rows, n), dy.dtype)   # dy xhat, for dw
+            parts = _norm_parts(x, rows, n)
+
+            def run(i):
+                r0, r1 = parts[i]
+                jit.layer_norm_backward(g2[r0:r1], x2[r0:r1], w, m1 if rms else m1[r0:r1],
+                                        r1_[r0:r1], rms, dx[r0:r1], gx[r0:r1] if gx.size else gx)
+            parallel_for(len(parts), run)
+            dw = db = None
+            if weight is not None:
+                total = column_sum if big(x) else (lambda a: a.sum(axis=0))
+                dw = total(gx).reshape(weight.shape)
+                if not rms:
+                    db = total(g2).reshape(weight.shape)
+            return dx.reshape(x.shape), dw, db
         if not big(x) or rows < 2 or n == 0 or dy.dtype == _HALF:
             return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
         g2 = self.reshape(dy, (rows, n))
@@ -313,6 +351,21 @@ class CpuNN:
                 np.add.at(ob, where, sb)
         parallel_for(len(parts), body)
         return out.astype(src.dtype, copy=False)
+
+def _jit_norm(x, *others):
+    """The compiled loops (cpu_jit.py) for a norm over x (float32 / float64, every other operand
+    of its dtype), or None."""
+    jit = cpu_jit.kernels()
+    if jit is None or x.dtype not in (np.float32, np.float64) or x.size == 0 or \
+            any(a is not None and a.dtype != x.dtype for a in others):
+        return None
+    return jit
+
+
+def _norm_parts(x, rows, n):
+    """Blocks of rows for a compiled norm: one below parallel_min (no threads)."""
+    return row_blocks(rows, n, one_pass_block(rows * n)) if big(x) else [(0, rows)]
+
 
 def _widen(x):
     return x.astype(np.float32) if x.dtype == _HALF else x

@@ -11,6 +11,7 @@ try:
 except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
+from . import cpu_jit
 from .array_optim import step_scalars
 from .cpu_blocks import big, pass_block
 from .cpu_threads import blocks, parallel_for
@@ -23,6 +24,12 @@ def _flat(a):
 class CpuOptim:
     def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found=None):
         arrays = [a for a in (p, g, m, v) if a is not None]
+        jit = cpu_jit.kernels()
+        if jit is not None and found is None and isinstance(step, (int, float)) and \
+                p.dtype in (np.float32, np.float64) and \
+                all(a.dtype == p.dtype and a.shape == p.shape and a.flags.c_contiguous
+                    for a in arrays):
+            return self._adam_jit(jit, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step)
         if found is not None or not big(p) or p.dtype not in (np.float32, np.float64) or \
                 any(a.dtype != p.dtype or a.shape != p.shape or not a.flags.c_contiguous
                     for a in arrays):
@@ -72,3 +79,27 @@ class CpuOptim:
                 np.subtract(pb, t1, out=po[a:b])
         parallel_for(len(parts), body)
         return tuple(a.reshape(p.shape) for a in (po, mo, vo))
+
+    def _adam_jit(self, jit, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step):
+        """ArrayOptim's update as one compiled loop per block (cpu_jit.py), any size: each
+        scalar rounded to p's precision as numpy rounds a Python float against an array, so the
+        bits are ArrayOptim's."""
+        t = p.dtype.type
+        ss, bc = step_scalars(np, lr, b1, b2, step)
+        n = p.size
+        po, mo, vo = (np.empty(p.shape, p.dtype) for _ in range(3))
+        flat = [_flat(a) for a in (p, g, po, mo, vo)]
+        mf = jit.none.astype(p.dtype) if m is None else _flat(m)
+        vf = jit.none.astype(p.dtype) if v is None else _flat(v)
+        mode = {"decoupled": 1, "l2": 2}.get(decay, 0)
+        scalars = (t(factor), t(w), t(1 - w), t(b2), t(1 - b2), t(eps), t(ss), t(bc), t(0),
+                   abs(w) < 0.5)
+        parts = blocks(n, pass_block(n)) if big(p) else [(0, n)]
+
+        def run(i):
+            a, b = parts[i]
+            pb, gb, pob, mob, vob = (x[a:b] for x in flat)
+            jit.adam(pb, gb, mf[a:b] if mf.size else mf, vf[a:b] if vf.size else vf,
+                     pob, mob, vob, mode, *scalars)
+        parallel_for(len(parts), run)
+        return po, mo, vo

@@ -46,8 +46,10 @@ class NumpyBackend(CpuCNN, CpuNN, CpuOptim, CpuGemm, CpuElementwise, ArrayBacken
 
     def info(self):
         import numpy
+        from . import cpu_jit
         d = {"library": f"numpy {numpy.__version__}",
-             "threads": f"{num_threads()} ({ENV} or the CPUs this process may use)"}
+             "threads": f"{num_threads()} ({ENV} or the CPUs this process may use)",
+             "compiled loops": cpu_jit.status()}
         try:
             from threadpoolctl import threadpool_info
             blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]

@@ -1,0 +1,309 @@
+"""The cpu backend's compiled loops (numba; numr_web/backends/cpu_jit.py): each compiled
+activation row's forward and fused backward against float64 / mpmath truth written here, the
+fused layer's epilogue against numpy's formulas (NUMR_CPU_JIT=0: the same GEMM, so the same z),
+layer / RMS norm forward and backward against float64 formulas, Adam's update bit for bit
+against the numpy path; the same bits on 1 and 4 threads; the knob."""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numr_web as nr
+from numr_web import nn
+from numr_web.backends import cpu_jit, cpu_threads
+from numr_web.errors import BackendUnavailableError
+
+from helpers import restored_cpu_settings, same_bits
+
+pytest.importorskip("numba")      # the [jit] extra ([dev] installs it)
+
+_restore_settings = pytest.fixture(autouse=True)(restored_cpu_settings)
+
+
+@pytest.fixture(autouse=True)
+def _jit_on():
+    before = cpu_jit.configure(True)
+    assert cpu_jit.kernels() is not None
+    yield
+    cpu_jit.configure(before)
+
+
+def _ulps(got, want, dtype):
+    want = np.asarray(want, np.float64)
+    scale = np.spacing(np.maximum(np.abs(want.astype(dtype)), np.finfo(dtype).tiny)).astype(
+        np.float64)
+    diff = np.abs(got.astype(np.float64) - want)
+    diff[(got == want) | (np.isnan(got) & np.isnan(want))] = 0.0
+    return diff / scale
+
+
+def _mp(fn, x):
+    import mpmath
+    mpmath.mp.prec = 120
+    return np.array([float(fn(mpmath.mpf(float(v)))) if math.isfinite(v) else math.nan for v in x])
+
+
+def _gelu(t):
+    import mpmath
+    return t * mpmath.erfc(-t / mpmath.sqrt(2)) / 2
+
+
+def _gelu_dz(t):
+    import mpmath
+    return mpmath.erfc(-t / mpmath.sqrt(2)) / 2 + t * mpmath.exp(-t * t / 2) / mpmath.sqrt(2 * mpmath.pi)
+
+
+def _gelu_tanh(t):
+    import mpmath
+    c = mpmath.sqrt(2 / mpmath.pi)
+    return t / (1 + mpmath.exp(-2 * c * (t + mpmath.mpf("0.044715") * t ** 3)))
+
+
+def _gelu_tanh_dz(t):
+    import mpmath
+    return mpmath.diff(_gelu_tanh, t)
+
+
+def _silu(t):
+    import mpmath
+    return t / (1 + mpmath.exp(-t))
+
+
+def _silu_dz(t):
+    import mpmath
+    s = 1 / (1 + mpmath.exp(-t))
+    return s * (1 + t * (1 - s))
+
+
+def _gelu_terms(t):              # |Phi(z)| + |z phi(z)|: the derivative's two terms
+    import mpmath
+    return abs(mpmath.erfc(-t / mpmath.sqrt(2)) / 2) + abs(t * mpmath.exp(-t * t / 2)) / mpmath.sqrt(2 * mpmath.pi)
+
+
+def _gelu_tanh_terms(t):         # s and 2 z u' s q
+    import mpmath
+    c = mpmath.sqrt(2 / mpmath.pi)
+    u2 = 2 * c * (t + mpmath.mpf("0.044715") * t ** 3)
+    s, q = 1 / (1 + mpmath.exp(-u2)), 1 / (1 + mpmath.exp(u2))
+    return s + abs(2 * t * s * q * c * (1 + 3 * mpmath.mpf("0.044715") * t * t))
+
+
+def _silu_terms(t):              # s and s z (1 - s)
+    import mpmath
+    s = 1 / (1 + mpmath.exp(-t))
+    return s + abs(s * t * (1 - s))
+
+
+ROWS = {"gelu": (lambda x: nr.gelu(x), _gelu, _gelu_dz, _gelu_terms),
+        "gelu_tanh": (lambda x: nr.gelu(x, approximate="tanh"), _gelu_tanh, _gelu_tanh_dz,
+                      _gelu_tanh_terms),
+        "silu": (lambda x: nr.silu(x), _silu, _silu_dz, _silu_terms)}
+
+
+def _points(dtype):
+    """A sweep through every part of the formulas (the erf table's grid and clip, the tails)."""
+    sweep = np.linspace(-9, 9, 1801)
+    extra = [-40.0, -12.0, -5.6, -5.5, -5.4999, -3.9375, -1e-30, 0.0, 1e-30, 5.4999, 5.5, 5.6, 30.0]
+    return np.concatenate([sweep, extra]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_compiled_activation_against_mpmath(name, dtype):
+    """Forward and fused backward (dy * act'(z), dy = 1.5). float32 (evaluated in float64 and
+    rounded once): within 1 ulp; gelu's forward is the numpy formula's, as torch's, z (1 +
+    erf(z / sqrt 2)) / 2 with erf rounded to float32: 2 ulp plus that rounding's |z| eps / 4 (the
+    lower tail rounds to -0.0, as torch's). float64: 4 ulp plus what the rounding of the
+    formula's argument and of its terms can cost, 8 eps (|z f'(z)| + |f(z)|) for f the
+    activation or 8 eps (|z f''(z)| + its terms' size) for its derivative."""
+    import mpmath
+    op, fwd, dz, terms = ROWS[name]
+    z = _points(dtype)
+    x = nr.tensor(z, requires_grad=True)
+    y = op(x)
+    (y * 1.5).sum().backward()
+    got, dgot = y.numpy().astype(np.float64), x.grad.numpy().astype(np.float64)
+    want, dwant = _mp(fwd, z), 1.5 * _mp(dz, z)
+    eps = np.finfo(dtype).eps
+    if dtype == np.float32:
+        if name == "gelu":
+            bound = 2 * np.spacing(np.abs(want).astype(dtype)) + np.abs(z) * eps / 4
+            assert (np.abs(got - want) <= bound).all()
+        else:
+            assert _ulps(got, want, dtype).max() <= 1
+        assert _ulps(dgot, dwant, dtype).max() <= 1
+        return
+    d1 = _mp(lambda t: mpmath.diff(fwd, t), z)
+    d2 = 1.5 * _mp(lambda t: mpmath.diff(dz, t), z)
+    size = 1.5 * _mp(terms, z)
+    ulp, dulp = np.spacing(np.abs(want)), np.spacing(np.abs(dwant))
+    assert (np.abs(got - want) <= 4 * ulp + 8 * eps * (np.abs(z * d1) + np.abs(want))).all()
+    assert (np.abs(dgot - dwant) <= 4 * dulp + 8 * eps * (np.abs(z * d2) + size)).all()
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu", "gelu_tanh", "silu"])
+def test_compiled_activation_specials_as_numpy(name):
+    """inf, -inf, NaN, signed zeros and subnormals: the numpy formulas' values (the reference
+    semantics) bit for bit, their gradients' values (gelu_tanh's float32 numpy formula gives
+    -0.0 at -inf where the compiled loop gives 0.0)."""
+    z = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, -1e-45], np.float32)
+    op = {"relu": nr.relu, "silu": nr.silu, "gelu": nr.gelu,
+          "gelu_tanh": lambda t: nr.gelu(t, approximate="tanh")}[name]
+
+    def run():
+        x = nr.tensor(z, requires_grad=True)
+        y = op(x)
+        (y * nr.tensor(np.full(z.shape, 1.5, np.float32))).sum().backward()
+        return y.numpy(), x.grad.numpy()
+    got = run()
+    cpu_jit.configure(False)
+    want = run()
+    same_bits(got[0], want[0], name)
+    assert np.array_equal(got[1], want[1], equal_nan=True), (got[1], want[1])
+
+
+def _act64(act, z):
+    """The activations in float64, written here (scipy's erfc)."""
+    from scipy.special import erfc
+    z = z.astype(np.float64)
+    if act == "gelu":
+        return z * erfc(-z / np.sqrt(2)) / 2
+    if act == "gelu_tanh":
+        with np.errstate(over="ignore"):                # z / inf = -0.0 far in the lower tail
+            return z / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3)))
+    if act == "silu":
+        return z / (1 + np.exp(-z))
+    return np.maximum(z, 0) if act == "relu" else z
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "relu", "none"])
+def test_fused_layer_epilogue(act):
+    """act(x @ w + b) with the compiled epilogue: act of the unfused z = x @ w + b (the same
+    GEMM tiles, the same float32 bias add) within 1 ulp of float64 (gelu: the numpy formula's
+    bound, as above); its gradients close to numpy's formulas' (NUMR_CPU_JIT=0)."""
+    x = nr.randn((300, 96), seed=0)
+    w = nr.randn((96, 130), seed=1)
+    b = nr.randn((130,), seed=2)
+
+    def run():
+        xs, ws, bs = (nr.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
+        y = nr.matmul_bias_activation(xs, ws, bs, activation=act)
+        (y * y).sum().backward()
+        return y.numpy(), xs.grad.numpy(), ws.grad.numpy(), bs.grad.numpy()
+    got = run()
+    z = (nr.matmul(x, w) + b).numpy()
+    want = _act64(act, z)
+    if act == "gelu":
+        bound = 2 * np.spacing(np.abs(want).astype(np.float32)) + np.abs(z) * 2.0 ** -25
+        assert (np.abs(got[0] - want) <= bound).all()
+    else:
+        assert _ulps(got[0], want, np.float32).max() <= 1
+    cpu_jit.configure(False)
+    want = run()
+    for g, wv in zip(got[1:], want[1:]):             # gradients through GEMMs of dy: close
+        assert np.allclose(g, wv, rtol=1e-5, atol=1e-5 * np.abs(wv).max())
+
+
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_norm_against_extended_precision(rms, dtype):
+    """layer / RMS norm against its formulas in numpy's extended precision (longdouble), written
+    here: the forward within 1 ulp plus 4 eps of its terms (xhat w, b) plus the bound of a
+    float64 sum of n terms (n eps64 mean|x| rstd |w|: the loops add the row's mean and variance in
+    float64); the backward's dx within 8 eps of its row's largest term (|g w rstd|), dw and db
+    within 8 eps of their sums' absolute values."""
+    rng = np.random.default_rng(3)
+    n = 257
+    xa = (rng.standard_normal((70, n)) * 2 + 0.5).astype(dtype)
+    wa, ba = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    ga = rng.standard_normal((70, n)).astype(dtype)
+    x, w = nr.tensor(xa, requires_grad=True), nr.tensor(wa, requires_grad=True)
+    b = None if rms else nr.tensor(ba, requires_grad=True)
+    y = nr.rms_norm(x, (n,), w, eps=1e-5) if rms else nr.layer_norm(x, (n,), w, b, eps=1e-5)
+    (y * nr.tensor(ga)).sum().backward()
+    L = np.longdouble
+    xl, wl, bl, gl = (a.astype(L) for a in (xa, wa, ba, ga))
+    m = L(0) if rms else xl.mean(axis=1, keepdims=True)
+    r = 1 / np.sqrt(((xl - m) ** 2).mean(axis=1, keepdims=True) + L(1e-5))
+    xhat = (xl - m) * r
+    want = xhat * wl + (0 if rms else bl)
+    eps = np.finfo(dtype).eps
+    size = np.abs(xhat * wl) + (0 if rms else np.abs(bl))
+    sums = n * np.finfo(np.float64).eps * np.abs(xl).mean(axis=1, keepdims=True) * r * np.abs(wl)
+    err = np.abs(y.numpy().astype(L) - want)
+    assert (err <= np.spacing(np.abs(want).astype(dtype)) + 4 * eps * size + sums).all()
+    gw = gl * wl
+    dx = (gw - (0 if rms else gw.mean(axis=1, keepdims=True))
+          - xhat * (gw * xhat).mean(axis=1, keepdims=True)) * r
+    scale = np.abs(gw * r).max(axis=1, keepdims=True)
+    assert (np.abs(x.grad.numpy().astype(L) - dx) <= 8 * eps * scale).all()
+    dw = (gl * xhat).sum(axis=0)
+    assert (np.abs(w.grad.numpy().astype(L) - dw) <= 8 * eps * np.abs(gl * xhat).sum(axis=0)).all()
+    if not rms:
+        db = gl.sum(axis=0)
+        assert (np.abs(b.grad.numpy().astype(L) - db) <= 8 * eps * np.abs(gl).sum(axis=0)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["adamw", "adam_l2", "adam"])
+def test_compiled_adam_bits_as_numpy(kind, dtype):
+    """Adam / AdamW through three steps: the compiled update gives the numpy path's bits
+    (the first step, without m and v, included)."""
+    def run():
+        rng = np.random.default_rng(5)
+        p = nn.Parameter(nr.tensor(rng.standard_normal((333, 77)).astype(dtype)))
+        if kind == "adamw":
+            opt = nn.optim.AdamW([p], lr=1e-2, weight_decay=0.1)
+        else:
+            opt = nn.optim.Adam([p], lr=1e-2, weight_decay=0.1 if kind == "adam_l2" else 0.0)
+        for _ in range(3):
+            p.grad = nr.tensor(rng.standard_normal((333, 77)).astype(dtype))
+            opt.step()
+        return p.detach().numpy()
+    got = run()
+    cpu_jit.configure(False)
+    same_bits(got, run(), kind)
+
+
+def test_compiled_loops_same_bits_on_any_thread_count():
+    """A GPT step's compiled ops (the GELU layers' epilogue and backward, the norms, Adam) in
+    blocks on 1 and 4 threads: the same bits."""
+    from numr_web.models import GPT, GPTConfig
+
+    def step():
+        model = GPT(GPTConfig(vocab_size=17, block_size=16, n_layer=1, n_head=2, n_embd=64), seed=0)
+        opt = nn.optim.AdamW(model.parameters(), lr=1e-2)
+        idx = nr.tensor(np.arange(8 * 16).reshape(8, 16) % 17, dtype="int32")
+        _, loss = model(idx, idx)
+        loss.backward()
+        opt.step()
+        return [p.detach().numpy() for p in model.parameters()]
+    cpu_threads.configure(threads=1, parallel_min=1024)
+    ref = step()
+    cpu_threads.configure(threads=4, parallel_min=1024)
+    for i, (a, b) in enumerate(zip(ref, step())):
+        same_bits(a, b, f"parameter {i}")
+
+
+def test_knob_turns_the_loops_off_and_says_what_is_wrong(monkeypatch):
+    monkeypatch.setenv("NUMR_CPU_JIT", "0")
+    cpu_jit.configure(None)
+    assert cpu_jit.kernels() is None and "NUMR_CPU_JIT=0" in cpu_jit.status()
+    monkeypatch.setenv("NUMR_CPU_JIT", "yes")
+    with pytest.raises(BackendUnavailableError, match="expected 1"):
+        cpu_jit.configure(None)
+    monkeypatch.delenv("NUMR_CPU_JIT")
+    cpu_jit.configure(None)
+    assert "on (numba" in cpu_jit.status()
+    with pytest.raises(BackendUnavailableError, match="True, False or None"):
+        cpu_jit.configure("on")
+
+
+def test_info_reports_the_loops():
+    env = dict(os.environ, NUMR_CPU_JIT="0")
+    out = subprocess.run([sys.executable, "-m", "numr_web", "info"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0 and "NUMR_CPU_JIT=0" in out.stdout, out.stdout + out.stderr
