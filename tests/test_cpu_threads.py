@@ -244,6 +244,23 @@ def test_gather_scatter_and_argmax_in_blocks():
     blocked_matches_one_call(run)
 
 
+def test_concat_in_blocks_keeps_numpy_layout():
+    """concat of dense and of transposed inputs (a split's backward): the one call's bits and
+    its memory layout (numpy follows the inputs' layout)."""
+    dense = [_data((8, 40, 24), seed=s) for s in range(3)]
+    swapped = [np.ascontiguousarray(_data((8, 24, 40), seed=s + 3)).transpose(0, 2, 1)
+               for s in range(3)]
+
+    def run():
+        return [nr.concat([nr.tensor(a) for a in group], axis) for group in (dense, swapped)
+                for axis in (0, 1, 2)]
+    blocked_matches_one_call(run)
+    cpu_threads.configure(threads=4, parallel_min=BLOCKS)
+    for group in (dense, swapped):
+        got = nr.concat([nr.tensor(a) for a in group], 2).numpy()
+        assert got.strides == np.concatenate(group, 2).strides
+
+
 def test_gpt_training_step_in_blocks():
     from numr_web.models import GPT, GPTConfig
 

@@ -291,6 +291,27 @@ class CpuElementwise:
             return self._dense_copy(h).reshape(shape)
         return super().reshape(h, shape)
 
+    def concat(self, hs, axis):
+        nd = hs[0].ndim
+        axis %= max(1, nd)
+        if nd < 2 or sum(h.size for h in hs) < (SETTINGS[0] or settings())[1]:
+            return super().concat(hs, axis)
+        shape = list(hs[0].shape)
+        shape[axis] = sum(h.shape[axis] for h in hs)
+        perm = layout(np.concatenate([corner(h) for h in hs], axis), nd)   # numpy's layout
+        lead = [d for d in perm if d != axis and shape[d] > 1]
+        if not lead:
+            return super().concat(hs, axis)
+        ax = lead[0]                            # blocks along the outermost other axis
+        out = alloc(shape, np.result_type(*hs), perm)
+        parts = row_blocks(shape[ax], out.size // shape[ax], one_pass_block(out.size))
+
+        def body(i):
+            idx = along(nd, ax, *parts[i])
+            np.concatenate([h[idx] for h in hs], axis=axis, out=out[idx])
+        parallel_for(len(parts), body)
+        return out
+
     def unslice(self, g, shape, index):
         if not big(g) or len(shape) < 2 or isinstance(index[0], int) or \
                 tuple(index[0]) != (0, shape[0], 1):
