@@ -30,6 +30,9 @@ def _load():
                                       "numba is installed) or 0 (numpy's formulas only)")
     if flag == "0" or sys.platform == "emscripten":
         return False
+    # numba colours its messages through colorama, whose exit hook then writes terminal codes
+    # into the program's output (a pipe too): plain messages
+    os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     try:
         from . import cpu_jit_kernels
     except ImportError:              # no numba (or one that cannot load this numpy)

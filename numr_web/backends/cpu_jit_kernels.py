@@ -258,3 +258,59 @@ def adam(p, g, m, v, po, mo, vo, mode, factor, w, one_minus_w, b2, one_minus_b2,
         po[i] = p[i] * factor - upd if mode == 1 else p[i] - upd
         mo[i] = mi
         vo[i] = vi
+
+
+# -- attention's softmax over a block of heads -----------------------------------------------------
+@numba.njit(**_JIT)
+def attention_softmax(s, scale, causal, lse):
+    """Rows of s (heads, tq, tk; q k^T) in place: p = softmax(s scale) over the keys a query
+    may see (all, or j <= i when causal; the others 0), lse = max + log(sum) (the exponentials
+    added in float64). A row that sees no finite score gives zeros and lse -inf."""
+    heads, tq, tk = s.shape
+    for h in range(heads):
+        for i in range(tq):
+            keys = min(i + 1, tk) if causal else tk
+            m = -math.inf
+            for j in range(keys):
+                v = s[h, i, j] * scale
+                s[h, i, j] = v
+                if not v <= m:                       # (NaN propagates)
+                    m = v
+            for j in range(keys, tk):
+                s[h, i, j] = 0
+            if m == -math.inf:
+                for j in range(keys):
+                    s[h, i, j] = 0
+                lse[h, i] = -math.inf
+                continue
+            acc = 0.0
+            for j in range(keys):
+                e = math.exp(s[h, i, j] - m)
+                s[h, i, j] = e
+                acc += e
+            inv = 1.0 / acc
+            for j in range(keys):
+                s[h, i, j] = s[h, i, j] * inv
+            lse[h, i] = m + math.log(acc)
+
+
+@numba.njit(**_JIT)
+def attention_grad_scores(s, dp, lse, delta, scale, causal):
+    """The backward's probabilities and score gradients over a block of heads, in place: s (q
+    k^T) becomes p = exp(s scale - lse) (0 for keys the query does not see, and for a row with
+    lse -inf), dp (dout v^T) becomes ds = p (dp - delta)."""
+    heads, tq, tk = s.shape
+    for h in range(heads):
+        for i in range(tq):
+            keys = min(i + 1, tk) if causal else tk
+            l = lse[h, i]
+            if l == -math.inf:
+                keys = 0
+            d = delta[h, i]
+            for j in range(keys):
+                p = math.exp(np.float64(s[h, i, j] * scale) - l)
+                s[h, i, j] = p
+                dp[h, i, j] = p * (dp[h, i, j] - d)
+            for j in range(keys, tk):
+                s[h, i, j] = 0
+                dp[h, i, j] = 0
