@@ -180,8 +180,7 @@ class CpuNN:
 
     def attention(self, q, k, v, mask, causal, scale):
         tq, tk = q.shape[-2], k.shape[-2]
-        jit = _jit_attention(q, k, v, mask)
-        if (jit is None and not big(q, k, v)) or tk == 0 or q.ndim < 3:
+        if not big(q, k, v) or tk == 0 or q.ndim < 3:
             return super().attention(q, k, v, mask, causal, scale)
         batch, (qb, kb, vb, *mb), parts = self._attention_plan(q, k, v, mask)
         if len(batch) >= 2:     # (..., H, T, d) laid out as (..., T, H, d): merging heads is a view
@@ -190,15 +189,6 @@ class CpuNN:
             out = np.empty(batch + (tq, v.shape[-1]), q.dtype)
         lse = np.empty(batch + (tq,), q.dtype)
         masked = _causal_mask(tq, tk) if causal else None
-
-        def compiled(i):              # q k^T, one compiled softmax (cpu_jit.py), p v
-            idx = parts[i]
-            s = np.matmul(qb[idx], np.swapaxes(kb[idx], -1, -2))
-            ls = np.empty(s.shape[:-1], s.dtype)
-            jit.attention_softmax(s.reshape(-1, tq, tk), s.dtype.type(scale), causal,
-                                  ls.reshape(-1, tq))
-            out[idx] = np.matmul(s, vb[idx])
-            lse[idx] = ls
 
         def body(i):
             idx = parts[i]
@@ -210,13 +200,12 @@ class CpuNN:
             s /= np.where(ls == 0, 1, ls)
             out[idx] = np.matmul(s, _widen(vb[idx]))
             lse[idx] = (m + np.log(ls))[..., 0]
-        parallel_blas_for(len(parts), body if jit is None else compiled)
+        parallel_blas_for(len(parts), body)
         return out, lse
 
     def attention_backward(self, do, q, k, v, out, lse, mask, causal, scale):
         tq, tk = q.shape[-2], k.shape[-2]
-        jit = _jit_attention(q, k, v, mask, do, out, lse)
-        if (jit is None and not big(q, k, v)) or tk == 0 or q.ndim < 3:
+        if not big(q, k, v) or tk == 0 or q.ndim < 3:
             return super().attention_backward(do, q, k, v, out, lse, mask, causal, scale)
         batch, (qb, kb, vb, *mb), parts = self._attention_plan(q, k, v, mask)
         dob = np.broadcast_to(do, batch + do.shape[-2:])
@@ -226,19 +215,6 @@ class CpuNN:
         dk = np.empty(batch + k.shape[-2:], q.dtype)
         dv = np.empty(batch + v.shape[-2:], q.dtype)
         masked = _causal_mask(tq, tk) if causal else None
-
-        def compiled(i):              # the same, p and ds from one compiled loop (cpu_jit.py)
-            idx = parts[i]
-            qw, kw, vw, dow = qb[idx], kb[idx], vb[idx], dob[idx]
-            p = np.matmul(qw, np.swapaxes(kw, -1, -2))
-            ds = np.matmul(dow, np.swapaxes(vw, -1, -2))
-            delta = (dow * ob[idx]).sum(axis=-1)
-            jit.attention_grad_scores(p.reshape(-1, tq, tk), ds.reshape(-1, tq, tk),
-                                      np.ascontiguousarray(lb[idx]).reshape(-1, tq),
-                                      delta.reshape(-1, tq), q.dtype.type(scale), causal)
-            dv[idx] = np.matmul(np.swapaxes(p, -1, -2), dow)
-            dq[idx] = np.matmul(ds, kw) * scale
-            dk[idx] = np.matmul(np.swapaxes(ds, -1, -2), qw) * scale
 
         def body(i):                  # ArrayNN.attention_backward for the heads idx
             idx = parts[i]
@@ -253,7 +229,7 @@ class CpuNN:
             ds *= p
             dq[idx] = np.matmul(ds, kw) * scale
             dk[idx] = np.matmul(np.swapaxes(ds, -1, -2), qw) * scale
-        parallel_blas_for(len(parts), body if jit is None else compiled)
+        parallel_blas_for(len(parts), body)
         return dq, dk, dv
 
     # -- convolution ---------------------------------------------------------------------------------
@@ -384,13 +360,6 @@ def _jit_norm(x, *others):
             any(a is not None and a.dtype != x.dtype for a in others):
         return None
     return jit
-
-
-def _jit_attention(q, *others):
-    """The compiled loops for attention without an explicit mask (causal or none) over float32 /
-    float64 q, k, v (and do, out, lse) of one dtype, or None."""
-    mask = others[2]
-    return None if mask is not None else _jit_norm(q, *(o for i, o in enumerate(others) if i != 2))
 
 
 def _norm_parts(x, rows, n):
