@@ -163,6 +163,14 @@ def row_blocks(rows, row_size, block=None):
     return cpu_threads.blocks(rows, max(1, block // max(1, row_size)))
 
 
+def blocks_or_one(rows, row_size, block):
+    """row_blocks for an op of rows x row_size elements from parallel_min on, else one block
+    (the compiled loops run at every size, on the threads only where blocks pay)."""
+    if rows * row_size >= (SETTINGS[0] or settings())[1]:
+        return row_blocks(rows, row_size, block)
+    return [(0, rows)]
+
+
 def column_blocks(cols, rows):
     """[(start, stop), ...] of columns for a column-wise reduction over `rows` rows: one or a
     few per thread, at least 16 columns each (a 64-byte cache line of float32)."""

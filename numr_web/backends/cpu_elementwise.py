@@ -22,7 +22,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names
 from . import cpu_jit
-from .cpu_blocks import (Plan, alloc, big, column_blocks, corner, layout,
+from .cpu_blocks import (Plan, alloc, big, blocks_or_one, column_blocks, corner, layout,
                          one_pass_block, pass_block, row_blocks, split_axis)
 from .cpu_threads import SETTINGS, blocks, num_threads, parallel_for, settings
 
@@ -46,11 +46,6 @@ def jit_act(name, dtype):
     if row is None:
         return None
     return (k,) + row[0 if dtype == np.float32 else 1]
-
-
-def _flat_parts(n):
-    """Blocks of a one-pass compiled loop over n elements (one block below parallel_min)."""
-    return blocks(n, one_pass_block(n)) if n >= (SETTINGS[0] or settings())[1] else [(0, n)]
 
 
 def _same(x):
@@ -154,12 +149,11 @@ class CpuElementwise:
             k, f = jit[:2]
             out = np.empty(z.shape, z.dtype)
             zf, of = z.reshape(1, -1), out.reshape(1, -1)
-            parts = _flat_parts(z.size)
-            none = np.empty((0, 0), z.dtype)
+            parts = blocks_or_one(z.size, 1, one_pass_block(z.size))
 
             def run(i):
                 a, b = parts[i]
-                k.act_fwd(f, zf[:, a:b], none.reshape(0), of[:, a:b], none)
+                k.act_fwd(f, zf[:, a:b], k.none, of[:, a:b])
             parallel_for(len(parts), run)
             return out
         if z.size < (SETTINGS[0] or settings())[1]:
@@ -179,7 +173,7 @@ class CpuElementwise:
             k, _, d1, tail, limit = jit
             dz = np.empty(dy.shape, dy.dtype)
             dyf, sf, dzf = dy.reshape(-1), s.reshape(-1), dz.reshape(-1)
-            parts = _flat_parts(dy.size)
+            parts = blocks_or_one(dy.size, 1, one_pass_block(dy.size))
 
             def run(i):
                 a, b = parts[i]

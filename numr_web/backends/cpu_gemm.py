@@ -31,7 +31,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
-from .cpu_blocks import big, row_blocks, thread_block
+from .cpu_blocks import big, blocks_or_one, pass_block, row_blocks, thread_block
 from .cpu_elementwise import jit_act
 from .cpu_threads import (blocks, can_hold_blas, in_parallel, num_threads,
                           parallel_blas_for, parallel_for, parallel_min, single_threaded_blas)
@@ -177,15 +177,13 @@ class _Epilogue:
         self.zs2 = z2 if not self.keep_z or z2.dtype == dtype else np.empty(z2.shape, dtype)
         self.fresh = self.keep_z and not row.np.keeps_z           # the formula would overwrite z
         self.jit = jit_act(row.name, dtype) if z2.dtype == dtype else None
-        if self.jit is not None:
-            self.none = np.empty((0, 0), dtype)
 
     def tile(self, r0, r1, c0, c1):
         fwd, bias = self.row.np.fwd, self.bias
         if self.jit is not None:               # one compiled loop over the tile (cpu_jit.py)
             k, f = self.jit[:2]
-            k.act_fwd(f, self.z2[r0:r1, c0:c1], self.none.reshape(0) if bias is None else bias[c0:c1],
-                      self.y2[r0:r1, c0:c1], self.none)
+            k.act_fwd(f, self.z2[r0:r1, c0:c1], k.none if bias is None else bias[c0:c1],
+                      self.y2[r0:r1, c0:c1])
             return
         apply = self.row.name != "none" or not self.in_place
         for a, b in row_blocks(r1 - r0, c1 - c0, thread_block()):
@@ -294,8 +292,7 @@ class CpuGemm:
             return super()._epilogue(z, bias, row, dtype)
         n = z.shape[-1]
         ep = _Epilogue(z.reshape(-1, n), bias, row, dtype)
-        parts = row_blocks(ep.z2.shape[0], n) if z.size >= parallel_min() else \
-            [(0, ep.z2.shape[0])]
+        parts = blocks_or_one(ep.z2.shape[0], n, pass_block(z.size))
 
         def body(i):
             ep.tile(parts[i][0], parts[i][1], 0, n)

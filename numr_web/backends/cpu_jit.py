@@ -1,5 +1,5 @@
-"""Whether the cpu backend runs its compiled loops (cpu_jit_kernels.py, numba) and which rows
-of the activation table have them.
+"""Whether the cpu backend runs its compiled loops (cpu_jit_kernels.py, numba; its ACT_ROWS
+names the activation rows that have them).
 
 A multi-pass numpy formula on many threads is bound by the GIL: each of its numpy calls hands
 the GIL to another thread (docs/benchmarks.md). Where numba is installed (`pip install

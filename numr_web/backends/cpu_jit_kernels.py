@@ -148,9 +148,9 @@ ACT_ROWS = {"relu": ((relu_fwd, relu_d1, relu_d1, _ALL), (relu_fwd, relu_d1, rel
 
 
 @numba.njit(**_JIT)
-def act_fwd(f, z, bias, y, zs):
+def act_fwd(f, z, bias, y):
     """Rows of a 2-D z (any strides): z += bias (in z's precision, when bias has a column),
-    y = f(z) rounded once; zs (when it has a row) keeps z + bias."""
+    y = f(z) rounded once."""
     rows, cols = z.shape
     for r in range(rows):
         for c in range(cols):
@@ -159,8 +159,6 @@ def act_fwd(f, z, bias, y, zs):
                 v = v + bias[c]
                 z[r, c] = v
             y[r, c] = f(v)
-            if zs.shape[0]:
-                zs[r, c] = v
 
 
 @numba.njit(**_JIT)

@@ -18,7 +18,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from . import cpu_jit
-from .cpu_blocks import CACHE_BLOCK, big, one_pass_block, row_blocks, split_axis, thread_block
+from .cpu_blocks import CACHE_BLOCK, big, blocks_or_one, one_pass_block, row_blocks, split_axis, thread_block
 from .cpu_elementwise import along, column_sum
 from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
 
@@ -40,7 +40,7 @@ class CpuNN:
             y = np.empty((rows, n), x.dtype)
             mean, rstd = np.empty(0 if rms else rows, x.dtype), np.empty(rows, x.dtype)
             w, b = (jit.none if a is None else a.reshape(n) for a in (weight, bias))
-            parts = _norm_parts(x, rows, n)
+            parts = blocks_or_one(rows, n, one_pass_block(rows * n))
 
             def run(i):
                 r0, r1 = parts[i]
@@ -102,16 +102,16 @@ class CpuNN:
         if jit is not None and n:               # one compiled loop per block of rows, any size
             g2, x2 = self.reshape(dy, (rows, n)), self.reshape(x, (rows, n))
             m1 = jit.none if rms else mean.reshape(rows)
-            r1_ = rstd.reshape(rows)
+            rs = rstd.reshape(rows)
             w = jit.none if weight is None else weight.reshape(n)
             dx = np.empty((rows, n), dy.dtype)
             gx = np.empty((0, 0) if weight is None else (rows, n), dy.dtype)   # dy xhat, for dw
-            parts = _norm_parts(x, rows, n)
+            parts = blocks_or_one(rows, n, one_pass_block(rows * n))
 
             def run(i):
                 r0, r1 = parts[i]
                 jit.layer_norm_backward(g2[r0:r1], x2[r0:r1], w, m1 if rms else m1[r0:r1],
-                                        r1_[r0:r1], rms, dx[r0:r1], gx[r0:r1] if gx.size else gx)
+                                        rs[r0:r1], rms, dx[r0:r1], gx[r0:r1] if gx.size else gx)
             parallel_for(len(parts), run)
             dw = db = None
             if weight is not None:
@@ -360,11 +360,6 @@ def _jit_norm(x, *others):
             any(a is not None and a.dtype != x.dtype for a in others):
         return None
     return jit
-
-
-def _norm_parts(x, rows, n):
-    """Blocks of rows for a compiled norm: one below parallel_min (no threads)."""
-    return row_blocks(rows, n, one_pass_block(rows * n)) if big(x) else [(0, rows)]
 
 
 def _widen(x):

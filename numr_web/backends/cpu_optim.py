@@ -13,7 +13,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 
 from . import cpu_jit
 from .array_optim import step_scalars
-from .cpu_blocks import big, pass_block
+from .cpu_blocks import big, blocks_or_one, pass_block
 from .cpu_threads import blocks, parallel_for
 
 
@@ -94,7 +94,7 @@ class CpuOptim:
         mode = {"decoupled": 1, "l2": 2}.get(decay, 0)
         scalars = (t(factor), t(w), t(1 - w), t(b2), t(1 - b2), t(eps), t(ss), t(bc), t(0),
                    abs(w) < 0.5)
-        parts = blocks(n, pass_block(n)) if big(p) else [(0, n)]
+        parts = blocks_or_one(n, 1, pass_block(n))
 
         def run(i):
             a, b = parts[i]
