@@ -53,17 +53,25 @@ def reference(tmp_path_factory):
     return get
 
 
-def _compare(ours, ref, loss_rtol=1e-5, weight_atol=5e-5):
+def _compare(ours, ref, loss_rtol=1e-5, weight_atol=5e-5, outliers=0.0):
+    """`outliers`: the fraction of a tensor's elements allowed past `weight_atol` (but within ten
+    times it): Adam's normalised step turns rounding noise in a near-zero gradient into a step
+    of either sign, and a device's other summation order makes that noise."""
     assert len(ref["losses"]) >= 5, "the program must take at least 5 optimizer steps"
     np.testing.assert_allclose(ours["losses"], ref["losses"], rtol=loss_rtol)
     assert set(ours["weights"]) == set(ref["weights"])
     for k, v in ref["weights"].items():
-        np.testing.assert_allclose(ours["weights"][k], v, rtol=1e-4, atol=weight_atol, err_msg=k)
+        got = ours["weights"][k]
+        np.testing.assert_allclose(got, v, rtol=1e-4, atol=10 * weight_atol, err_msg=k)
+        off = np.abs(got - v) > weight_atol + 1e-4 * np.abs(v)
+        assert off.sum() <= int(outliers * v.size), \
+            f"{k}: {off.sum()} of {v.size} elements differ by more than {weight_atol}"
 
 
 _CUDA, _WHY = nr.backends.probe("cuda")
-# the accelerators: float32 sums in other orders (GEMM tiles, reductions), so the losses agree to
-# ~1e-6 and the weights after Adam's normalised steps to ~1e-5 rather than cpu's ~1e-7
+# the accelerators: float32 sums in other orders (GEMM tiles, reductions; lavapipe's order follows
+# the host's vector width), so the losses agree to ~1e-6 and the weights after Adam's normalised
+# steps to ~1e-5 rather than cpu's ~1e-7, but for one element in a thousand at most
 ACCELERATORS = [pytest.param("webgpu", id="webgpu"),
                 pytest.param("cuda", id="cuda",
                              marks=pytest.mark.skipif(not _CUDA, reason=f"cuda: {_WHY}"))]
@@ -125,6 +133,6 @@ def test_programs_train_like_torch_on_accelerators(reference, program, device):
     workdir, ref = reference(program)
     ours = _run(program, "numr", workdir, device=device)
     assert ours["device"] == device and ref["device"] == "cpu"
-    _compare(ours, ref, loss_rtol=1e-5, weight_atol=1e-4)
+    _compare(ours, ref, loss_rtol=1e-5, weight_atol=1e-4, outliers=1e-3)
     if program == "word_language_model":
         assert f"Using device: {device}" in ours["stdout"]
