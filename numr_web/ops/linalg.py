@@ -21,10 +21,26 @@ from .elementwise import act_backward
 from ..vocab.registry import OPS, register
 
 
+def _read_transposed(b):
+    """Whether matrix b is a transpose's view of a dense one (a Linear's weight.T)."""
+    return b.ndim == 2 and b.shape[0] > 1 and b._backend.strides(b._data) == (1, b.shape[0])
+
+
+def _grad_b(a, g, b):
+    """a^T g, summed over a's batch dims, for the GEMM's second operand b. When b reads a dense
+    matrix transposed, the gradient is computed as (g^T a)^T, in that matrix's layout: the
+    transpose's VJP then hands the leaf a dense gradient, not one to copy transposed."""
+    if b.ndim != 2:
+        return sum_to_shape(matmul(a.mT, g), b.shape)
+    if a.ndim > 2:                  # sum over the batch inside one GEMM: (K, B*M) @ (B*M, N)
+        a, g = a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
+    return matmul(g.mT, a).mT if _read_transposed(b) else matmul(a.mT, g)
+
+
 def _matmul_vjp(n, g):
     a, b = n.args
     ga = sum_to_shape(matmul(g, b.mT), a.shape) if a.requires_grad else None
-    gb = sum_to_shape(matmul(a.mT, g), b.shape) if b.requires_grad else None
+    gb = _grad_b(a, g, b) if b.requires_grad else None
     return ga, gb
 
 
@@ -56,12 +72,7 @@ def _mba_vjp(n, g):
         ga = matmul(dz, b.mT)
         if ga.shape != a.shape:
             ga = sum_to_shape(ga, a.shape)
-    gb = None
-    if b.requires_grad:
-        if b.ndim == 2 and a.ndim > 2:   # sum over the batch inside one GEMM: (K, B*M) @ (B*M, N)
-            gb = matmul(a.reshape(-1, a.shape[-1]).mT, dz.reshape(-1, dz.shape[-1]))
-        else:
-            gb = sum_to_shape(matmul(a.mT, dz), b.shape)
+    gb = _grad_b(a, dz, b) if b.requires_grad else None
     if gbias is not None and gbias.shape != bias.shape:
         gbias = gbias.reshape(bias.shape)
     return (ga, gb, gbias) if bias is not None else (ga, gb)
