@@ -36,6 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)                    # numr_web from this checkout
+sys.path.insert(1, str(ROOT / "bench"))
+
+import blas_env  # noqa: E402
+
+blas_env.unset()                           # before numpy loads OpenBLAS
 
 MODELS = ("linear", "gpt", "nanogpt", "cifar_cnn")
 ONE_CALL = 1 << 40
@@ -265,6 +270,8 @@ def main(argv=None):
     p.add_argument("--no-torch", action="store_true", help="numr only")
     p.add_argument("--profile", action="store_true", help="a primitive table per model")
     p.add_argument("--write", default=None, help="append the table to this markdown file")
+    p.add_argument(blas_env.KEEP, action="store_true",
+                   help="keep OPENBLAS_CORETYPE / L2_SIZE (unset by default: bench/blas_env.py)")
     a = p.parse_args(argv)
     models = [m for m in a.models.split(",") if m]
     bad = [m for m in models if m not in MODELS]
@@ -277,7 +284,7 @@ def main(argv=None):
     default_min = cpu_threads.parallel_min()        # NUMR_CPU_PARALLEL_MIN, else the default
     head = (f"# bench/cpu_threads.py, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M}"
             f" UTC; {cpus} CPUs; numpy {numpy.__version__}; "
-            f"BLAS {get_backend('cpu').info().get('blas', '?')}; steps {a.steps}, "
+            f"BLAS {get_backend('cpu').info().get('blas', '?')} ({blas_env.note()}); steps {a.steps}, "
             f"batch scale {a.batch_scale}; `{' '.join(['python', 'bench/cpu_threads.py'] + sys.argv[1:])}`")
     print(head, flush=True)
     table = ["| model | numr one call | " + " | ".join(f"numr {t} thr" for t in threads) +

@@ -4,7 +4,8 @@ computation hand-written in numpy and with PyTorch CPU; plus the engine's per-op
     python bench/linear.py [--m 4096 --k 1024 --n 1024] [--reps 5] [--write docs/benchmarks.md]
 
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow a current
-numpy; this script unsets both together for its own process only and reports the BLAS kernel in use.
+numpy; this script unsets both for its own process only (bench/blas_env.py; --keep-blas-env keeps
+them) and reports the BLAS kernel in use.
 torch runs in a child process after the numpy phases so OpenBLAS's and torch's threads never compete.
 """
 from __future__ import annotations
@@ -18,10 +19,9 @@ import subprocess
 import sys
 import time
 
-if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    env["NUMR_BENCH_UNSET_OPENBLAS"] = "1"
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+import blas_env  # noqa: E402  (bench/, the script's directory)
+
+blas_env.unset()
 
 try:
     import numpy as np  # noqa: E402
@@ -128,6 +128,7 @@ def main():
     p.add_argument("--k", type=int, default=1024)
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument(blas_env.KEEP, action="store_true", help="keep OPENBLAS_CORETYPE / L2_SIZE")
     p.add_argument("--write", default=None, help="append a results section to this markdown file")
     p.add_argument("--plot", default=None,
                    help="save a bar chart here (default with --write: docs/bench_linear_cpu.png)")
@@ -192,8 +193,7 @@ def main():
         print(f"torch column skipped: {e} (pip install torch to compare with it)")
 
     flops = 3 * 2 * m * k * n
-    lines = [f"blas: {blas_info()}; OPENBLAS_CORETYPE/L2_SIZE unset for this run: "
-             f"{bool(os.environ.get('NUMR_BENCH_UNSET_OPENBLAS'))}; torch {torch_res.get('version', '-')}, "
+    lines = [f"blas: {blas_info()}; {blas_env.note()}; torch {torch_res.get('version', '-')}, "
              f"{torch_res.get('threads', '-')} threads", "",
              "| Linear+bias+act fwd+bwd, M,K,N = %d,%d,%d fp32 | numr_web cpu | numpy by hand | torch CPU | ours/numpy | ours/torch | GFLOP/s (ours) | max rel diff vs numpy |" % (m, k, n),
              "|---|---|---|---|---|---|---|---|"]

@@ -43,6 +43,10 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
 sys.path.insert(1, str(Path(__file__).resolve().parent))    # bench/gpt.py's torch GPT
 
+import blas_env  # noqa: E402
+
+blas_env.unset()          # before numpy loads OpenBLAS
+
 MODELS = ("gpt", "nanogpt", "digits_cnn", "cifar_cnn")
 
 
@@ -300,6 +304,8 @@ def main(argv=None):
     p.add_argument("--unfused", action="store_true",
                    help="cifar_cnn: BatchNorm2d and ReLU as two modules (as torch's model)")
     p.add_argument("--json", default=None, help="write the rows to this file")
+    p.add_argument(blas_env.KEEP, action="store_true",
+                   help="keep OPENBLAS_CORETYPE / L2_SIZE (unset by default: bench/blas_env.py)")
     p.add_argument("--plot", default=None, help="a bar chart of the ratios (PNG; needs matplotlib)")
     a = p.parse_args(argv)
     models = [m for m in a.models.split(",") if m]
@@ -315,7 +321,8 @@ def main(argv=None):
     except ImportError:
         torch, threads = None, None
     print(f"# bench/models.py, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
-          f"torch {getattr(torch, '__version__', 'absent')} ({threads} cpu threads)")
+          f"torch {getattr(torch, '__version__', 'absent')} ({threads} cpu threads); "
+          f"{blas_env.note()}")
     rows = []
     for name in models:
         for dev in devices:
