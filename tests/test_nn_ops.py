@@ -176,10 +176,26 @@ def test_indexing_ops(device):
                 ints=[np.array([[1, 5, 1], [0, 2, 1]])])
     check_torch(device, lambda a, i: nr.gather(a, 1, i), lambda a, i: torch.gather(a, 1, i),
                 [R(3, 4)], ints=[np.array([[0, 3], [2, 2], [1, 0]])])
+    check_torch(device, lambda a, i: nr.gather(a, 1, i), lambda a, i: torch.gather(a, 1, i),
+                [R(3, 4)], ints=[np.array([[2], [0], [3]])])      # one index a row: unique targets
     check_torch(device, lambda a, i: nr.index_select(a, 0, i), lambda a, i: torch.index_select(a, 0, i),
                 [R(4, 3)], ints=[np.array([3, 0, 3])])
     check_torch(device, lambda a, i: a[i], lambda a, i: a[i], [R(5, 2)], ints=[np.array([[4, -1], [0, 2]])])
     check_torch(device, lambda a, i: a[:, i] * 2, lambda a, i: a[:, i] * 2, [R(2, 5)], ints=[np.array([1, 1, 4])])
+
+
+def test_gather_one_index_a_row_backward_adds_into_zeros(device):
+    """A gather with one index a row (a cross-entropy's label pick) scatters its gradient to
+    distinct targets; each is still a sum 0 + g, as torch's scatter_add: -0.0 lands as +0.0."""
+    dtype = fdtype(device)
+    x = nr.tensor(np.ones((3, 4)), dtype=dtype, device=device, requires_grad=True)
+    nr.gather(x, 1, nr.tensor(np.array([[2], [0], [3]], np.int32), device=device)).backward(
+        nr.tensor(np.array([[-0.0], [1.5], [-2.0]]), dtype=dtype, device=device))
+    want = np.zeros((3, 4))
+    want[1, 0], want[2, 3] = 1.5, -2.0
+    got = x.grad.numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))     # +0.0 at [0, 2]
 
 
 def test_boolean_mask_indexing(device):

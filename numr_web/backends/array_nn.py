@@ -34,10 +34,26 @@ class ArrayNN(ArrayCNN):
 
     def scatter_add(self, shape, axis, index, src):
         xp = self.xp
+        one = self.scatter_unique(shape, axis, index, src)
+        if one is not None:
+            return one
         out = xp.zeros(shape, dtype=xp.float32 if src.dtype == xp.float16 else src.dtype)
         if out.size:
             xp.add.at(out, self._index_tuple(index, axis), src)   # sequential: a fixed order
         return out.astype(src.dtype, copy=False)
+
+    def scatter_unique(self, shape, axis, index, src):
+        """scatter_add where each target gets one value at most (index 1 long along `axis`: a
+        cross-entropy's label gather, max pooling's argmax): a write of 0 + src into zeros, the
+        bits add.at would store (0 + -0.0 is +0.0), with no sort and no add.at. None otherwise."""
+        if index.ndim == 0 or index.ndim != len(shape) or index.shape[axis] != 1 or \
+                shape[axis] == 0:
+            return None
+        out = self.xp.zeros(shape, dtype=src.dtype)
+        if out.size and index.size:
+            part = src[tuple(slice(0, k) for k in index.shape)]
+            out[self._index_tuple(index, axis)] = part + part.dtype.type(0)
+        return out
 
     # -- normalization -----------------------------------------------------------------------------
     def layer_norm(self, x, weight, bias, k, eps, rms):

@@ -469,6 +469,14 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, ArrayBackend):
 
     # -- indexing ------------------------------------------------------------------------------------
     def scatter_add(self, shape, axis, index, src):
+        """One value a target (index 1 long along axis): a write (ArrayNN.scatter_unique); whole
+        rows (an embedding's backward): CudaNN.scatter_rows; else every element's flat target
+        sorted, then summed in source order. Out-of-range indices wrap, as CuPy's indexing."""
+        if index.ndim and len(shape) == index.ndim and shape[axis]:
+            out = self.scatter_unique(shape, axis, index % shape[axis], src) \
+                if index.shape[axis] == 1 else self.scatter_rows(shape, axis, index, src)
+            if out is not None:
+                return out
         xp = self.xp
         ct = self._ct.get(src.dtype.char)
         total = math.prod(shape)

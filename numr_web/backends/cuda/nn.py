@@ -107,16 +107,18 @@ class CudaNN:
         return dx, dw, db
 
     # -- scatter-add of rows -----------------------------------------------------------------------
-    def scatter_add(self, shape, axis, index, src):
-        """An index that is one vector along `axis` broadcast over the other dims (an embedding's
-        or index_select's backward): L keys sorted, not L x R elements; else the general form."""
+    def scatter_rows(self, shape, axis, index, src):
+        """scatter_add for an index that is one vector along `axis` broadcast over the other dims
+        (an embedding's or index_select's backward): L keys sorted, not L x R elements. None for
+        any other index."""
         xp = self.xp
         ct = self._ct.get(src.dtype.char)
         st = index.strides
         L = index.shape[axis] if index.ndim else 0
         if ct is None or L == 0 or prod(shape) == 0 or len(shape) != index.ndim or any(
-                s != 0 for d, s in enumerate(st) if d != axis and index.shape[d] > 1):
-            return super().scatter_add(shape, axis, index, src)
+                (s != 0 and index.shape[d] > 1) or index.shape[d] != shape[d]
+                for d, s in enumerate(st) if d != axis):
+            return None
         sel = tuple(slice(None) if d == axis else 0 for d in range(index.ndim))
         keys = index[sel].astype(xp.int64) % shape[axis]      # out of range wraps, as CuPy's
         order = xp.argsort(keys * L + xp.arange(L, dtype=xp.int64))
