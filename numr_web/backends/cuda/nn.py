@@ -11,6 +11,7 @@ import math
 from ...shapes import prod
 from ..base import adam_scalars
 from . import timing
+from .launch import BLOCK
 
 WARPS = 8                              # rows per block of the norm kernels (256 threads)
 ROW_REGISTERS = (1, 2, 4, 8, 16, 32)   # values per lane kept in registers (rows up to 32 * 32)
@@ -106,7 +107,46 @@ class CudaNN:
             .reshape(weight.shape)
         return dx, dw, db
 
-    # -- scatter-add of rows -----------------------------------------------------------------------
+    # -- scatter-add ---------------------------------------------------------------------------------
+    def scatter_add(self, shape, axis, index, src):
+        """One value a target (index 1 long along axis): a write (ArrayNN.scatter_unique); whole
+        rows (an embedding's backward): CudaNN.scatter_rows; else every element's flat target
+        sorted, then summed in source order. Out-of-range indices wrap, as CuPy's indexing."""
+        if index.ndim and len(shape) == index.ndim and shape[axis]:
+            out = self.scatter_unique(shape, axis, index % shape[axis], src) \
+                if index.shape[axis] == 1 else self.scatter_rows(shape, axis, index, src)
+            if out is not None:
+                return out
+        xp = self.xp
+        ct = self._ct.get(src.dtype.char)
+        total = math.prod(shape)
+        m = index.size
+        if ct is None or m == 0 or total == 0 or total * m >= 2 ** 62:
+            return super().scatter_add(shape, axis, index, src)
+        src = self._contig(src[tuple(slice(0, k) for k in index.shape)])
+        # flat target of every source element (an index out of range, reported at the next sync,
+        # wraps as CuPy's indexing does: no write leaves out), then sort (target, source
+        # position): the order of each sum is the source order, whatever the sort's stability
+        lin = xp.zeros(index.shape, dtype=xp.int64)
+        stride = 1
+        for d in range(len(shape) - 1, -1, -1):
+            if d == axis:
+                idx = index.astype(xp.int64) % shape[d]
+            else:
+                sh = [1] * index.ndim
+                sh[d] = index.shape[d]
+                idx = xp.arange(index.shape[d], dtype=xp.int64).reshape(sh)
+            lin += idx * stride
+            stride *= shape[d]
+        keyed = lin.reshape(-1) * m + xp.arange(m, dtype=xp.int64)
+        keyed = xp.sort(keyed)
+        vals = src.reshape(-1)[keyed % m]
+        keys = keyed // m
+        out = xp.zeros(shape, dtype=src.dtype)
+        self.kernels.seg_sum(ct)((max(1, -(-m // BLOCK)), 1), (BLOCK, 1),
+                                 (keys.data.ptr, vals.data.ptr, out.data.ptr, m), self._stream().ptr)
+        return out
+
     def scatter_rows(self, shape, axis, index, src):
         """scatter_add for an index that is one vector along `axis` broadcast over the other dims
         (an embedding's or index_select's backward): L keys sorted, not L x R elements. None for
