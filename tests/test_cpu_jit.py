@@ -268,6 +268,36 @@ def test_compiled_adam_bits_as_numpy(kind, dtype):
     same_bits(got, run(), kind)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act,bias", [("relu", True), ("relu", False), ("none", True)])
+@pytest.mark.parametrize("geometry", [(1, 1, 1), (2, 1, 1), (1, 2, 2)], ids=["wide", "stride",
+                                                                           "dilation"])
+def test_compiled_convolution_bits_as_numpy(dtype, act, bias, geometry):
+    """A convolution's blocks with the compiled im2col, bias + relu, transposing copy and
+    wide col2im (stride and dilation 1): the forward and the three gradients are the numpy
+    path's bits (-0.0 in the gradient included)."""
+    from numr_web.ops.convolution import conv2d_bias_activation
+    stride, padding, dilation = geometry
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 5, 20, 20)).astype(dtype)       # OW 20: the wide col2im
+    w = (rng.standard_normal((7, 5, 3, 3)) / 4).astype(dtype)
+    b = rng.standard_normal(7).astype(dtype) if bias else None
+    cpu_threads.configure(threads=3, parallel_min=1024)       # the blocked path at this size
+
+    def run():
+        ts = [nr.tensor(a, requires_grad=True) for a in (x, w) + ((b,) if bias else ())]
+        y = conv2d_bias_activation(ts[0], ts[1], ts[2] if bias else None, activation=act,
+                                   stride=stride, padding=padding, dilation=dilation)
+        g = np.random.default_rng(4).standard_normal(y.shape).astype(dtype)
+        g[0, 0, 0, :3] = -0.0
+        y.backward(nr.tensor(g))
+        return [y.numpy()] + [t.grad.numpy() for t in ts]
+    got = run()
+    cpu_jit.configure(False)
+    for name, a, c in zip(["y", "dx", "dw", "db"], got, run()):
+        same_bits(a, c, name)
+
+
 def test_compiled_loops_same_bits_on_any_thread_count():
     """A GPT step's compiled ops (the GELU layers' epilogue and backward, the norms, Adam) in
     blocks on 1 and 4 threads: the same bits."""

@@ -11,6 +11,11 @@ of a block done while its data is in the core's cache:
     backward: one for both sums, one writing dx), each recomputing its centred values;
   * max pooling, forward and backward: blocks of planes.
 
+Where the compiled loops run (cpu_jit.py), a convolution block's passes besides its GEMMs (the
+columns, the bias + relu, the gradient's transposing copy, the wide col2im) are one compiled
+loop each that holds no GIL (cpu_jit_conv.py; the same bits): the blocks' numpy calls no
+longer queue for the GIL on many threads.
+
 Results are bit-identical to ArrayCNN's one-call code (the same numpy calls on each block; the
 per-channel sums are per (image, channel) row sums, which a block computes as the one call
 does, then added over the batch once), except the convolution: its blocks' GEMMs give the whole
@@ -29,6 +34,7 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
+from . import cpu_jit
 from .cpu_blocks import CACHE_BLOCK, big, pass_block, row_blocks
 from .cpu_elementwise import column_sum
 from .cpu_threads import can_hold_blas, num_threads, parallel_for, single_threaded_blas
@@ -96,6 +102,18 @@ def _col2im_wide(dx, w2t, dzt, kernel, padding):
     dx[...] = out[:, :, :hp * wp].reshape(nb, c, hp, wp)[:, :, ph:ph + H, pw:pw + W]
 
 
+def _col2im_wide_jit(jit, dx, w2t, dz, kernel, padding):
+    """_col2im_wide with the compiled loops (cpu_jit_conv.py): dz (n, O, OH, OW) straight into
+    the wide rows, the same GEMM, the same adds in the same order."""
+    nb, c, H, W = dx.shape
+    (kh, kw), (ph, pw) = kernel, padding
+    o, oh, wp = dz.shape[1], dz.shape[2], W + 2 * pw
+    dzw = np.empty((o, nb, oh, wp), dz.dtype)
+    jit.to_rows_wide(dz, dzw)
+    cols = np.matmul(w2t, dzw.reshape(o, -1)).reshape(c, kh, kw, nb, oh * wp)
+    jit.col2im_wide(cols, ph, pw, dx.dtype.type(0), dx)
+
+
 def _relu(z):
     """relu in place with act_numpy's bits (0 where z < 0; -0.0 and NaN pass through), as an
     integer product of z's bits with z >= 0-or-NaN: a masked copy costs ~10x more."""
@@ -129,8 +147,12 @@ class CpuCNN:
         """x's (a block's) columns in the (C*kh*kw, n*OH*OW) layout."""
         n, c = x.shape[:2]
         cols = np.empty((c,) + tuple(kernel) + (n,) + tuple(out_hw), x.dtype)
-        self._im2col_into(cols.transpose(3, 0, 1, 2, 4, 5), x, kernel, stride, padding,
-                          dilation, 0.0)
+        jit = cpu_jit.kernels()
+        if jit is not None:             # one compiled pass, no GIL held (cpu_jit_conv.py)
+            jit.im2col(x, cols, *stride, *padding, *dilation)
+        else:
+            self._im2col_into(cols.transpose(3, 0, 1, 2, 4, 5), x, kernel, stride, padding,
+                              dilation, 0.0)
         return cols.reshape(-1, n * out_hw[0] * out_hw[1])
 
     def conv2d(self, x, w, bias, stride, padding, dilation, act):
@@ -142,11 +164,16 @@ class CpuCNN:
         row = None if act == "none" else ACT[act]
         z = np.empty((x.shape[0], o, L), x.dtype)
         y = np.empty_like(z) if row is not None and row.saves == "z" else z
+        jit = cpu_jit.kernels() if act in ("none", "relu") else None
 
         def body(i):      # ArrayCNN._channel_bias_act on the block's GEMM, in place
             a, b = parts[i]
             cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
-            zv = np.matmul(w2, cols).reshape(o, b - a, L).transpose(1, 0, 2)
+            zg = np.matmul(w2, cols)
+            if jit is not None:         # the bias add and relu in one compiled pass (y is z)
+                jit.conv_bias_relu(zg, jit.none if bias is None else bias, act == "relu", z[a:b])
+                return
+            zv = zg.reshape(o, b - a, L).transpose(1, 0, 2)
             if bias is not None:
                 np.add(zv, bias.reshape(1, -1, 1), out=z[a:b])
             else:
@@ -175,6 +202,8 @@ class CpuCNN:
         partial = np.empty((len(parts), w2.shape[1], o), dz.dtype) if need_dw else None
         dx = np.empty(x.shape, dz.dtype) if need_dx else None
         w2t = w2.T
+        jit = cpu_jit.kernels()
+        dz4 = dz3.reshape((n, o) + tuple(out_hw))
 
         def body(i):
             a, b = parts[i]
@@ -182,12 +211,19 @@ class CpuCNN:
                 rows[a:b] = dz3[a:b].sum(axis=2)
             if not (need_dw or need_dx):
                 return
-            dzt = np.ascontiguousarray(dz3[a:b].transpose(1, 0, 2)).reshape(o, (b - a) * L)
+            if jit is not None:             # the transposing copy, compiled (no GIL held)
+                dzt = np.empty((o, b - a) + tuple(out_hw), dz.dtype)
+                jit.to_rows_wide(dz4[a:b], dzt)
+                dzt = dzt.reshape(o, (b - a) * L)
+            else:
+                dzt = np.ascontiguousarray(dz3[a:b].transpose(1, 0, 2)).reshape(o, (b - a) * L)
             if need_dw:                     # dW^T's share of this block: cols' @ dz'^T
                 cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
                 np.matmul(cols, dzt.T, out=partial[i])
                 del cols
-            if need_dx and wide:
+            if need_dx and wide and jit is not None:
+                _col2im_wide_jit(jit, dx[a:b], w2t, dz4[a:b], kernel, padding)
+            elif need_dx and wide:
                 _col2im_wide(dx[a:b], w2t, dzt, kernel, padding)
             elif need_dx:
                 c6 = np.matmul(w2t, dzt).reshape((x.shape[1],) + tuple(kernel) + (b - a,) +

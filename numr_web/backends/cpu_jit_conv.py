@@ -1,0 +1,85 @@
+"""The convolution's compiled loops (numba, no GIL held; see cpu_jit_kernels.py, which exports
+them): the per-block passes around a convolution block's GEMMs in cpu_cnn.py. Each is a copy or
+the numpy path's float operations in the same order, so the results are the numpy path's bits:
+
+  * im2col: a block's columns, in the (C, kh, kw, n, OH, OW) layout of CpuCNN._block_cols;
+  * conv_bias_relu: the GEMM's (O, n * L) product to (n, O, L) with the channel bias added
+    (one float add, as np.add) and relu applied (relu_fwd) where asked;
+  * to_rows_wide: the output gradient (n, O, OH, OW) to the (O, n, OH, Wp) rows of
+    _col2im_wide, zeros in the kw - 1 padding columns;
+  * col2im_wide: _col2im_wide's tap adds into each padded plane, in its (i, j) order from +0,
+    kept only where the input lies (the crop).
+"""
+from __future__ import annotations
+
+import numba
+
+_JIT = dict(nogil=True, cache=True, error_model="numpy")
+
+
+@numba.njit(**_JIT)
+def im2col(x, cols, sh, sw, ph, pw, dh, dw):
+    """cols (C, kh, kw, n, OH, OW) = the windows of x (n, C, H, W), zeros outside."""
+    n, C, H, W = x.shape
+    kh, kw, OH, OW = cols.shape[1], cols.shape[2], cols.shape[4], cols.shape[5]
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                for b in range(n):
+                    for oy in range(OH):
+                        iy = oy * sh - ph + i * dh
+                        inside = 0 <= iy < H
+                        for ox in range(OW):
+                            ix = ox * sw - pw + j * dw
+                            cols[c, i, j, b, oy, ox] = x[b, c, iy, ix] \
+                                if inside and 0 <= ix < W else 0.0
+
+
+@numba.njit(**_JIT)
+def conv_bias_relu(zg, bias, relu, z):
+    """z (n, O, L) = zg (O, n * L) + bias[o] (bias empty: none added), relu'd where asked."""
+    n, O, L = z.shape
+    add = bias.shape[0] > 0
+    for b in range(n):
+        for o in range(O):
+            for q in range(L):
+                v = zg[o, b * L + q]
+                if add:
+                    v = v + bias[o]
+                z[b, o, q] = 0.0 if relu and v < 0 else v     # relu_fwd: -0.0, NaN pass
+
+
+@numba.njit(**_JIT)
+def to_rows_wide(dz, dzw):
+    """dzw (O, n, OH, Wp) = dz (n, O, OH, OW) transposed, zeros in columns OW..Wp-1."""
+    n, O, OH, OW = dz.shape
+    wp = dzw.shape[3]
+    for o in range(O):
+        for b in range(n):
+            for y in range(OH):
+                for x in range(OW):
+                    dzw[o, b, y, x] = dz[b, o, y, x]
+                for x in range(OW, wp):
+                    dzw[o, b, y, x] = 0.0
+
+
+@numba.njit(**_JIT)
+def col2im_wide(cols, ph, pw, zero, dx):
+    """dx (n, C, H, W) = _col2im_wide's planes: cols (C, kh, kw, n, OH * Wp), tap (i, j) added
+    at offset i * Wp + j of the padded plane, in (i, j) order from +0 (`zero`: a scalar of dx's
+    dtype, so the sums stay in it)."""
+    n, C, H, W = dx.shape
+    kh, kw, run = cols.shape[1], cols.shape[2], cols.shape[4]
+    wp = W + 2 * pw
+    for b in range(n):
+        for c in range(C):
+            for y in range(H):
+                for x in range(W):
+                    p = (y + ph) * wp + x + pw
+                    acc = zero
+                    for i in range(kh):
+                        for j in range(kw):
+                            q = p - (i * wp + j)
+                            if 0 <= q < run:
+                                acc = acc + cols[c, i, j, b, q]
+                    dx[b, c, y, x] = acc
