@@ -298,6 +298,34 @@ def test_compiled_convolution_bits_as_numpy(dtype, act, bias, geometry):
         same_bits(a, c, name)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geometry", [(2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 1, 1, 2, False),
+                                      (3, 2, 0, 1, True)],
+                         ids=["2x2", "overlap-padded", "dilated", "ceil"])
+def test_compiled_max_pool_bits_as_numpy(dtype, geometry):
+    """Max pooling's gradient compiled (disjoint windows: one write each; overlapping ones:
+    the tap-ordered adds) is the numpy path's, for inputs with ties, NaN windows and -inf
+    (-0.0 in the gradient included)."""
+    k, st, pad, dil, ceil = geometry
+    rng = np.random.default_rng(6)
+    x = rng.integers(-3, 4, (6, 5, 17, 17)).astype(dtype)      # many ties
+    x[0, 0, 3, 3], x[1, 2, 5, 6], x[2, 1, 0, 0] = np.nan, np.nan, -np.inf
+    x[2, 1, 0, 1], x[0, 0, 3, 2] = -np.inf, np.nan          # a window with two NaNs
+    cpu_threads.configure(threads=3, parallel_min=1024)
+
+    def run():
+        t = nr.tensor(x, requires_grad=True)
+        y = nr.nn.functional.max_pool2d(t, k, st, pad, dil, ceil_mode=ceil)
+        g = np.random.default_rng(7).standard_normal(y.shape).astype(dtype)
+        g[0, 1, :2, :2] = -0.0
+        y.backward(nr.tensor(g))
+        return y.numpy(), t.grad.numpy()
+    got = run()
+    cpu_jit.configure(False)
+    for name, a, c in zip(["y", "dx"], got, run()):
+        same_bits(a, c, name)
+
+
 def test_compiled_loops_same_bits_on_any_thread_count():
     """A GPT step's compiled ops (the GELU layers' epilogue and backward, the norms, Adam) in
     blocks on 1 and 4 threads: the same bits."""

@@ -420,9 +420,14 @@ class CpuCNN:
         (ph, pw), direct = padding, (hp, wp) == (H, W)
         # windows that share no element: each dx element is 0 + one window's g, or 0
         disjoint = all(stride[a] >= dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1))
+        jit = cpu_jit.kernels()
 
         def body(i):
             a, b = parts[i]
+            if jit is not None:         # the adds in the same order, compiled
+                jit.max_pool_backward(g[a:b, 0], ix[a:b, 0], *kernel, *stride, *padding,
+                                      *dilation, dy.dtype.type(0), dx[a:b, 0])
+                return
             d = dx[a:b] if direct else np.zeros((b - a, 1, hp, wp), dy.dtype)
             if direct:
                 d.fill(0)
