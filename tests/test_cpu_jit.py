@@ -326,6 +326,34 @@ def test_compiled_max_pool_bits_as_numpy(dtype, geometry):
         same_bits(a, c, name)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["relu", "none"])
+@pytest.mark.parametrize("training,affine", [(True, True), (True, False), (False, True)])
+def test_compiled_batch_norm_bits_as_numpy(dtype, act, training, affine):
+    """Batch norm's pass writing y, relu's gradient and the training backward's pass writing dx
+    compiled: y, the running statistics and the gradients are the numpy path's bits."""
+    from numr_web.ops.batchnorm import batch_norm
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((10, 6, 9, 9)) * 3 + 1).astype(dtype)
+    w, b = rng.uniform(0.5, 2, 6).astype(dtype), rng.standard_normal(6).astype(dtype)
+    cpu_threads.configure(threads=3, parallel_min=1024)
+
+    def run():
+        xt = nr.tensor(x, requires_grad=True)
+        wt, bt = (nr.tensor(w, requires_grad=True), nr.tensor(b, requires_grad=True)) \
+            if affine else (None, None)
+        rm, rv = nr.tensor(np.zeros(6, dtype)), nr.tensor(np.ones(6, dtype))
+        y = batch_norm(xt, rm, rv, wt, bt, training=training, activation=act)
+        g = np.random.default_rng(9).standard_normal(y.shape).astype(dtype)
+        y.backward(nr.tensor(g))
+        return [y.numpy(), rm.numpy(), rv.numpy(), xt.grad.numpy()] + \
+            ([wt.grad.numpy(), bt.grad.numpy()] if affine else [])
+    got = run()
+    cpu_jit.configure(False)
+    for name, a, c in zip(["y", "running mean", "running var", "dx", "dw", "db"], got, run()):
+        same_bits(a, c, name)
+
+
 def test_compiled_loops_same_bits_on_any_thread_count():
     """A GPT step's compiled ops (the GELU layers' epilogue and backward, the norms, Adam) in
     blocks on 1 and 4 threads: the same bits."""

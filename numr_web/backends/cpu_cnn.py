@@ -7,13 +7,11 @@ of a block done while its data is in the core's cache:
     the whole batch ((C*kh*kw) / C times the input) are never written to memory, nor the
     transposed gradient, nor the column gradient before col2im; the per-block GEMMs are those
     of ComposedConv (conv.py) on a block's columns;
-  * batch norm: one pass for the sums, one for the centred sums of squares, one writing y (the
-    backward: one for both sums, one writing dx), each recomputing its centred values;
-  * max pooling, forward and backward: blocks of planes.
+  * max pooling, forward and backward: blocks of planes (batch norm: cpu_batchnorm.py).
 
 Where the compiled loops run (cpu_jit.py), a convolution block's passes besides its GEMMs (the
 columns, the bias + relu, the gradient's transposing copy, the wide col2im) are one compiled
-loop each that holds no GIL (cpu_jit_conv.py; the same bits): the blocks' numpy calls no
+loop each that holds no GIL (cpu_jit_cnn.py; the same bits): the blocks' numpy calls no
 longer queue for the GIL on many threads.
 
 Results are bit-identical to ArrayCNN's one-call code (the same numpy calls on each block; the
@@ -103,7 +101,7 @@ def _col2im_wide(dx, w2t, dzt, kernel, padding):
 
 
 def _col2im_wide_jit(jit, dx, w2t, dz, kernel, padding):
-    """_col2im_wide with the compiled loops (cpu_jit_conv.py): dz (n, O, OH, OW) straight into
+    """_col2im_wide with the compiled loops (cpu_jit_cnn.py): dz (n, O, OH, OW) straight into
     the wide rows, the same GEMM, the same adds in the same order."""
     nb, c, H, W = dx.shape
     (kh, kw), (ph, pw) = kernel, padding
@@ -112,25 +110,6 @@ def _col2im_wide_jit(jit, dx, w2t, dz, kernel, padding):
     jit.to_rows_wide(dz, dzw)
     cols = np.matmul(w2t, dzw.reshape(o, -1)).reshape(c, kh, kw, nb, oh * wp)
     jit.col2im_wide(cols, ph, pw, dx.dtype.type(0), dx)
-
-
-def _relu(z):
-    """relu in place with act_numpy's bits (0 where z < 0; -0.0 and NaN pass through), as an
-    integer product of z's bits with z >= 0-or-NaN: a masked copy costs ~10x more."""
-    keep = np.less(z, 0)
-    np.logical_not(keep, out=keep)
-    bits = z.view(_INT[z.itemsize])
-    np.multiply(bits, keep, out=bits)
-    return z
-
-
-def _relu_grad(dy, s, out):
-    """relu's d1, where(s <= 0, 0, dy), bit for bit, into out (integer work as in _relu)."""
-    keep = np.less_equal(s, 0)
-    np.logical_not(keep, out=keep)
-    t = _INT[dy.itemsize]
-    np.multiply(dy.view(t), keep, out=out.view(t))
-    return out
 
 
 class CpuCNN:
@@ -148,7 +127,7 @@ class CpuCNN:
         n, c = x.shape[:2]
         cols = np.empty((c,) + tuple(kernel) + (n,) + tuple(out_hw), x.dtype)
         jit = cpu_jit.kernels()
-        if jit is not None:             # one compiled pass, no GIL held (cpu_jit_conv.py)
+        if jit is not None:             # one compiled pass, no GIL held (cpu_jit_cnn.py)
             jit.im2col(x, cols, *stride, *padding, *dilation)
         else:
             self._im2col_into(cols.transpose(3, 0, 1, 2, 4, 5), x, kernel, stride, padding,
@@ -242,132 +221,6 @@ class CpuCNN:
         else:
             dw = None
         return dx, dw, db
-
-    # -- batch norm ----------------------------------------------------------------------------------
-    def batch_norm(self, x, weight, bias, running_mean, running_var, momentum, eps, training, act):
-        n, c = x.shape[:2]
-        if not _blocked(x) or x.size == 0:
-            return super().batch_norm(x, weight, bias, running_mean, running_var, momentum, eps,
-                                      training, act)
-        x3 = x.reshape(n, c, -1)
-        count, ct = x3.shape[0] * x3.shape[2], x.dtype
-        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
-        sums = np.empty((n, c), ct)
-
-        def row_sums(fn):               # ArrayCNN._channel_sum: row sums, then over the batch
-            def body(i):
-                a, b = parts[i]
-                sums[a:b] = fn(a, b).sum(axis=2)
-            parallel_for(len(parts), body)
-            return sums.sum(axis=0, dtype=np.float64)
-        var = None
-        if training:
-            mean = row_sums(lambda a, b: x3[a:b]) / count
-            shift = mean.astype(ct)[:, None]
-
-            def square(a, b):
-                d = x3[a:b] - shift
-                return np.multiply(d, d, out=d)
-            var = row_sums(square) / count
-        else:
-            mean = running_mean.astype(np.float64)
-            shift = self._widen(running_mean)[:, None]
-        rstd = 1.0 / np.sqrt((var if training else running_var.astype(np.float64)) + eps)
-        scale = (rstd if weight is None else rstd * weight.astype(np.float64)).astype(ct)[:, None]
-        row = None if act == "none" else ACT[act]
-        keep_z = row is not None and row.saves == "z"
-        y = np.empty(x3.shape, ct)
-        s = np.empty(x3.shape, ct) if keep_z else None
-
-        def body(i):                    # ArrayCNN.batch_norm's y, for images a:b, in place
-            a, b = parts[i]
-            d = np.subtract(x3[a:b], shift, out=(s if keep_z else y)[a:b])
-            d *= scale
-            if bias is not None:
-                d += bias[:, None]
-            if act == "relu":
-                _relu(d)
-            elif keep_z:
-                y[a:b] = row.np.fwd(np, d if row.np.keeps_z else d.copy())
-            elif row is not None:
-                got = row.np.fwd(np, d)
-                if got is not d:
-                    d[...] = got
-        parallel_for(len(parts), body)
-        new_rm, new_rv = self._bn_running(running_mean, running_var, mean, var, count,
-                                          momentum) if training else (None, None)
-        return (y.reshape(x.shape), None if row is None else (s if keep_z else y).reshape(
-            x.shape), mean.astype(ct), rstd.astype(ct), new_rm, new_rv)
-
-    def batch_norm_backward(self, dy, x, weight, mean, rstd, s, act, training, need_dw, need_db):
-        n, c = x.shape[:2]
-        if not _blocked(x, dy, s) or x.size == 0:
-            return super().batch_norm_backward(dy, x, weight, mean, rstd, s, act, training,
-                                               need_dw, need_db)
-        g3, x3 = dy.reshape(n, c, -1), x.reshape(n, c, -1)
-        s3 = None if s is None else s.reshape(n, c, -1)
-        ct, count = dy.dtype, max(n * x3.shape[2], 1)
-        m, r = mean.astype(ct)[:, None], rstd.astype(ct)[:, None]
-        parts = row_blocks(n, x3[0].size, _pass_block(x3.size))
-        dx = np.empty(x3.shape, ct)
-        d1 = None if act == "none" else ACT[act].np.d1
-
-        def grad(a, b):
-            """ArrayCNN.batch_norm_backward's g = dy * act'(.), kept in dx (read again)."""
-            if d1 is None:
-                return g3[a:b]
-            if act == "relu":
-                return _relu_grad(g3[a:b], s3[a:b], dx[a:b])
-            dx[a:b] = d1(np, g3[a:b], s3[a:b], None)
-            return dx[a:b]
-
-        def centred(a, b):              # its xhat
-            xhat = x3[a:b] - m
-            xhat *= r
-            return xhat
-        scale = rstd.astype(np.float64) if weight is None else \
-            rstd.astype(np.float64) * weight.astype(np.float64)
-        scale = scale.astype(ct)[:, None]
-        want_g, want_gx = training or need_db, training or need_dw
-        if not (want_g or want_gx):     # eval, no weight gradients: dx = g * scale, one pass
-            def scaled(i):
-                a, b = parts[i]
-                g = grad(a, b)
-                np.multiply(g, scale, out=dx[a:b])
-            parallel_for(len(parts), scaled)
-            return dx.reshape(x.shape), None, None
-        sg = np.empty((n, c), ct) if want_g else None
-        sgx = np.empty((n, c), ct) if want_gx else None
-
-        def sums(i):
-            a, b = parts[i]
-            g = grad(a, b)
-            if want_g:
-                sg[a:b] = g.sum(axis=2)
-            if want_gx:
-                xhat = centred(a, b)
-                xhat *= g                       # g * xhat (the product commutes bit for bit)
-                sgx[a:b] = xhat.sum(axis=2)
-            if not training:
-                np.multiply(g, scale, out=dx[a:b])
-        parallel_for(len(parts), sums)
-        sg = None if sg is None else sg.sum(axis=0, dtype=np.float64)
-        sgx = None if sgx is None else sgx.sum(axis=0, dtype=np.float64)
-        if training:
-            kx, kg = (sgx / count).astype(ct)[:, None], (sg / count).astype(ct)[:, None]
-
-            def body(i):
-                a, b = parts[i]
-                g = g3[a:b] if d1 is None else dx[a:b]
-                xhat = centred(a, b)
-                xhat *= kx
-                d = np.subtract(g, xhat, out=dx[a:b])
-                d -= kg
-                d *= scale
-            parallel_for(len(parts), body)
-        wdt = dy.dtype if weight is None else weight.dtype
-        return (dx.reshape(x.shape), sgx.astype(wdt) if need_dw else None,
-                sg.astype(wdt) if need_db else None)
 
     # -- max pooling ---------------------------------------------------------------------------------
     def _planes(self, shape):

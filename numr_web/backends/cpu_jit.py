@@ -5,12 +5,14 @@ A multi-pass numpy formula on many threads is bound by the GIL: each of its nump
 the GIL to another thread (docs/benchmarks.md). Where numba is installed (`pip install
 "numr-web[jit]"`), the cpu backend runs those formulas (the compiled activations' forward and
 fused backward, the fused layer's bias + activation, layer / RMS norm forward and backward,
-Adam's update, a convolution block's passes around its GEMMs) as one compiled loop per block,
-which holds no GIL: the blocks, planned as before, then run on all cores.
+Adam's update, a convolution block's passes around its GEMMs, batch norm's and max pooling's
+passes) as one compiled loop per block, which holds no GIL: the blocks, planned as before, then
+run on all cores.
 
 Knob: NUMR_CPU_JIT=0 turns the compiled loops off (numpy's formulas everywhere, as without
 numba); `configure(enabled)` sets it in a running process. Results with and without: the same
-bits for the bias add and Adam, within an ulp elsewhere (tests/test_cpu_jit.py).
+bits for the bias add, Adam and the conv net's loops, within an ulp elsewhere
+(tests/test_cpu_jit.py).
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import os
 
 from ..errors import BackendLimitError, ShapeError
 from .array_backend import ArrayBackend
+from .cpu_batchnorm import CpuBatchNorm
 from .checks import Check, call_site
 from .cpu_cnn import CpuCNN
 from .cpu_elementwise import CpuElementwise
@@ -26,7 +27,7 @@ def _physical_memory():
         return 2 ** 62
 
 
-class NumpyBackend(CpuCNN, CpuNN, CpuOptim, CpuGemm, CpuElementwise, ArrayBackend):
+class NumpyBackend(CpuCNN, CpuBatchNorm, CpuNN, CpuOptim, CpuGemm, CpuElementwise, ArrayBackend):
     device = "cpu"
     dlpack_device_types = (1,)     # kDLCPU
 

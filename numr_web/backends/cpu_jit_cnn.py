@@ -1,7 +1,7 @@
-"""The convolution's and max pooling's compiled loops (numba, no GIL held; exported by
-cpu_jit_kernels.py): the per-block passes of cpu_cnn.py around a convolution block's GEMMs, and
-max pooling's backward. Each is a copy or the numpy path's float operations in the same order,
-so the results are the numpy path's bits:
+"""The conv net's compiled loops (numba, no GIL held; exported by cpu_jit_kernels.py): the
+per-block passes of cpu_cnn.py around a convolution block's GEMMs, max pooling's backward, and
+batch norm's elementwise passes (cpu_batchnorm.py). Each is a copy or the numpy path's float
+operations in the same order, so the results are the numpy path's bits:
 
   * im2col: a block's columns, in the (C, kh, kw, n, OH, OW) layout of CpuCNN._block_cols;
   * conv_bias_relu: the GEMM's (O, n * L) product to (n, O, L) with the channel bias added
@@ -12,7 +12,9 @@ so the results are the numpy path's bits:
     kept only where the input lies (the crop);
   * max_pool_backward: max pooling's gradient over blocks of planes (ArrayCNN's tap-ordered
     adds; one write a window where windows share no element). (The forward stays numpy's: its
-    few passes over whole views ran 3x faster than a compiled loop over the windows.)
+    few passes over whole views ran 3x faster than a compiled loop over the windows.);
+  * bn_apply, bn_dx: batch norm's pass writing y (no activation or relu) and its training
+    backward's pass writing dx.
 """
 from __future__ import annotations
 
@@ -117,3 +119,30 @@ def max_pool_backward(g, idx, kh, kw, sh, sw, ph, pw, dh, dw, zero, dx):
                         q = ox * sw - pw + j * dw
                         if 0 <= q < W and idx[p, oy, ox] == r * W + q:
                             dx[p, r, q] = dx[p, r, q] + g[p, oy, ox]
+
+
+@numba.njit(**_JIT)
+def bn_apply(x, shift, scale, bias, relu, y):
+    """CpuBatchNorm's y for a block: ((x - shift[c]) * scale[c] + bias[c]) (bias empty: none),
+    relu'd where asked; x, y (n, C, L)."""
+    n, C, L = x.shape
+    add = bias.shape[0] > 0
+    for b in range(n):
+        for c in range(C):
+            for q in range(L):
+                v = (x[b, c, q] - shift[c]) * scale[c]
+                if add:
+                    v = v + bias[c]
+                y[b, c, q] = 0.0 if relu and v < 0 else v
+
+
+@numba.njit(**_JIT)
+def bn_dx(g, x, m, r, kx, kg, scale, dx):
+    """CpuBatchNorm's training dx for a block: (g - (x - m) r kx - kg) scale, per channel c,
+    in that order of operations; g may be dx itself (read before written)."""
+    n, C, L = x.shape
+    for b in range(n):
+        for c in range(C):
+            for q in range(L):
+                xhat = ((x[b, c, q] - m[c]) * r[c]) * kx[c]
+                dx[b, c, q] = ((g[b, c, q] - xhat) - kg[c]) * scale[c]
