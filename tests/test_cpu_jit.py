@@ -298,6 +298,23 @@ def test_compiled_convolution_bits_as_numpy(dtype, act, bias, geometry):
         same_bits(a, c, name)
 
 
+def test_compiled_convolution_input_gradient_alone():
+    """A frozen weight (no weight gradient): the wide col2im alone, the numpy path's bits."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((12, 5, 20, 20)).astype(np.float32)
+    w = (rng.standard_normal((7, 5, 3, 3)) / 4).astype(np.float32)
+    cpu_threads.configure(threads=3, parallel_min=1024)
+
+    def run():
+        t = nr.tensor(x, requires_grad=True)
+        y = nr.nn.functional.conv2d(t, nr.tensor(w), padding=1)
+        y.backward(nr.tensor(np.random.default_rng(11).standard_normal(y.shape).astype(np.float32)))
+        return t.grad.numpy()
+    got = run()
+    cpu_jit.configure(False)
+    same_bits(got, run(), "dx")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geometry", [(2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 1, 1, 2, False),
                                       (3, 2, 0, 1, True)],

@@ -190,11 +190,11 @@ class CpuCNN:
                 rows[a:b] = dz3[a:b].sum(axis=2)
             if not (need_dw or need_dx):
                 return
-            if jit is not None:             # the transposing copy, compiled (no GIL held)
+            if jit is not None and (need_dw or not wide):    # the transposing copy, compiled
                 dzt = np.empty((o, b - a) + tuple(out_hw), dz.dtype)
                 jit.to_rows_wide(dz4[a:b], dzt)
                 dzt = dzt.reshape(o, (b - a) * L)
-            else:
+            elif jit is None:
                 dzt = np.ascontiguousarray(dz3[a:b].transpose(1, 0, 2)).reshape(o, (b - a) * L)
             if need_dw:                     # dW^T's share of this block: cols' @ dz'^T
                 cols = self._block_cols(x[a:b], kernel, stride, padding, dilation, out_hw)
