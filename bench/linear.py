@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-import blas_env  # noqa: E402  (bench/, the script's directory)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # also under `numr-web bench`
+import blas_env  # noqa: E402  (bench/blas_env.py)
 
 blas_env.unset()
 

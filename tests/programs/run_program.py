@@ -99,6 +99,7 @@ def run_nanogpt(steps=6, batch=4, block=16, vocab=64):
     dev = device if framework != "torch" else "cpu"
     cfg = gpt.GPTConfig(block_size=block, vocab_size=vocab, n_layer=2, n_head=2, n_embd=32,
                         dropout=0.0, bias=True)
+    torch.manual_seed(0)            # the same initial weights in every run: a reproducible test
     model = start_from_shared_weights(gpt.GPT(cfg)).to(dev)
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.95),
                                      device_type="cpu")

@@ -8,9 +8,10 @@ torch.accelerator, pointed at the device under test). Each also trains on webgpu
 and on cuda (where there is a GPU), against PyTorch's cpu run.
 
 Each run is a fresh process (tests/programs/run_program.py): PyTorch and the alias cannot share
-one. Weights compare to an absolute 5e-5: attention's key bias has a gradient that is zero but
-for rounding, which Adam's normalised step turns into updates of either sign (in torch too,
-between two machines)."""
+one. Weights compare to an absolute 5e-5 (1e-4 on accelerators), all but one element in a
+thousand, which may differ by up to ten times that: attention's key bias has a gradient that is
+zero but for rounding, and a weight's can be as small at a step, which Adam's normalised step
+turns into updates of either sign (in torch too, between two machines)."""
 import json
 import os
 import re
@@ -53,10 +54,11 @@ def reference(tmp_path_factory):
     return get
 
 
-def _compare(ours, ref, loss_rtol=1e-5, weight_atol=5e-5, outliers=0.0):
+def _compare(ours, ref, loss_rtol=1e-5, weight_atol=5e-5, outliers=1e-3):
     """`outliers`: the fraction of a tensor's elements allowed past `weight_atol` (but within ten
     times it): Adam's normalised step turns rounding noise in a near-zero gradient into a step
-    of either sign, and a device's other summation order makes that noise."""
+    of either sign, and another summation order (a device's, another BLAS's: torch's MKL
+    against numpy's OpenBLAS) makes that noise."""
     assert len(ref["losses"]) >= 5, "the program must take at least 5 optimizer steps"
     np.testing.assert_allclose(ours["losses"], ref["losses"], rtol=loss_rtol)
     assert set(ours["weights"]) == set(ref["weights"])
@@ -133,6 +135,6 @@ def test_programs_train_like_torch_on_accelerators(reference, program, device):
     workdir, ref = reference(program)
     ours = _run(program, "numr", workdir, device=device)
     assert ours["device"] == device and ref["device"] == "cpu"
-    _compare(ours, ref, loss_rtol=1e-5, weight_atol=1e-4, outliers=1e-3)
+    _compare(ours, ref, loss_rtol=1e-5, weight_atol=1e-4)
     if program == "word_language_model":
         assert f"Using device: {device}" in ours["stdout"]
