@@ -20,7 +20,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
@@ -32,20 +31,12 @@ blas_env.unset()                           # before numpy loads OpenBLAS
 
 import numpy as np  # noqa: E402
 
+from cpu_threads import median_ms  # noqa: E402  (bench/cpu_threads.py's timer)
+
 PROBE = ("import numpy as np, time, threadpoolctl; a = np.random.rand({m}, {k}).astype(np.float32); "
          "b = np.random.rand({k}, {n}).astype(np.float32); a @ b; t = time.perf_counter(); "
          "[a @ b for _ in range(5)]; print(threadpoolctl.threadpool_info()[0].get('architecture'), "
          "(time.perf_counter() - t) / 5 * 1e3)")
-
-
-def median_ms(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[reps // 2] * 1e3
 
 
 def operand(shape, transposed):

@@ -18,6 +18,7 @@ from ..vocab.activations import ACT
 from . import cpu_jit
 from .cpu_blocks import row_blocks
 from .cpu_cnn import _INT, _blocked, _pass_block
+from .cpu_elementwise import jit_act
 from .cpu_threads import parallel_for
 
 
@@ -114,15 +115,16 @@ class CpuBatchNorm:
         dx = np.empty(x3.shape, ct)
         d1 = None if act == "none" else ACT[act].np.d1
         jit = cpu_jit.kernels()
+        relu_jit = jit_act(act, ct) if act == "relu" else None
 
         def grad(a, b):
             """ArrayCNN.batch_norm_backward's g = dy * act'(.), kept in dx (read again)."""
             if d1 is None:
                 return g3[a:b]
-            if act == "relu" and jit is not None:
-                relu_d1 = jit.ACT_ROWS["relu"][0][1]
-                jit.act_d1(relu_d1, relu_d1, np.inf, g3[a:b].reshape(-1), s3[a:b].reshape(-1),
-                           dx[a:b].reshape(-1))
+            if relu_jit is not None:     # relu's compiled d1 (cpu_elementwise.jit_act's row)
+                k, _, f, tail, limit = relu_jit
+                k.act_d1(f, tail, limit, g3[a:b].reshape(-1), s3[a:b].reshape(-1),
+                         dx[a:b].reshape(-1))
                 return dx[a:b]
             if act == "relu":
                 return _relu_grad(g3[a:b], s3[a:b], dx[a:b])
