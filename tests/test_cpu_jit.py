@@ -344,6 +344,32 @@ def test_compiled_max_pool_bits_as_numpy(dtype, geometry):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_max_pool_2x2_follows_torch_rule(dtype):
+    """The compiled 2x2 pool of stride 2 (an odd plane: the last row and column unread) against
+    torch's rule written here, window by window: the first maximum in row order wins unless a
+    NaN comes, then the last NaN; y is x at that index (signed zeros tying: the first's sign)."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2, 3, (4, 3, 9, 11)).astype(dtype)
+    x[rng.random(x.shape) < 0.3] = -0.0                    # ties of -0.0 and +0.0
+    x[0, 0, 2, 3], x[0, 0, 3, 2], x[1, 1, 4, 4], x[3, 2, 0, 1] = np.nan, np.nan, np.inf, -np.inf
+    x[2, 2, :2, :2] = -np.inf
+    cpu_threads.configure(threads=3, parallel_min=64)
+    y, idx = nr.nn.functional.max_pool2d(nr.tensor(x), 2, return_indices=True)
+    y, idx = y.numpy(), idx.numpy()
+    want_y, want_i = np.empty(y.shape, dtype), np.empty(y.shape, np.int64)
+    for n, c, oy, ox in np.ndindex(*y.shape):
+        best, at = None, None
+        for r in (2 * oy, 2 * oy + 1):
+            for q in (2 * ox, 2 * ox + 1):
+                v = x[n, c, r, q]
+                if best is None or v > best or np.isnan(v):
+                    best, at = v, r * x.shape[3] + q
+        want_y[n, c, oy, ox], want_i[n, c, oy, ox] = best, at
+    np.testing.assert_array_equal(idx, want_i)
+    same_bits(y, want_y, "y")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("act", ["relu", "none"])
 @pytest.mark.parametrize("training,affine", [(True, True), (True, False), (False, True)])
 def test_compiled_batch_norm_bits_as_numpy(dtype, act, training, affine):

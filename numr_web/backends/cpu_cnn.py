@@ -247,11 +247,16 @@ class CpuCNN:
                                                out_hw)
         best = np.empty((p, 1) + tuple(out_hw), x.dtype)
         idx = np.empty(best.shape, np.int32)
+        two_by_two = (tuple(kernel), tuple(stride), tuple(padding), tuple(dilation)) == \
+            ((2, 2), (2, 2), (0, 0), (1, 1))
+        jit = cpu_jit.kernels() if base is not None and two_by_two else None
 
         def body(i):
             a, b = parts[i]
-            if base is None or not _max_pool_inside(best[a:b], idx[a:b], x4[a:b], taps, base,
-                                                    offs):
+            if jit is not None:     # one compiled pass (torch's rule for ties of signed zeros)
+                jit.max_pool_2x2(x4[a:b, 0], best[a:b, 0], idx[a:b, 0])
+            elif base is None or not _max_pool_inside(best[a:b], idx[a:b], x4[a:b], taps,
+                                                      base, offs):
                 self._max_pool_into(best[a:b], idx[a:b], x4[a:b], taps, kernel, stride,
                                     padding, dilation, out_hw)
         parallel_for(len(parts), body)

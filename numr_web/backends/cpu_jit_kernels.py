@@ -19,8 +19,9 @@ import numpy as np
 
 from ..vocab._erf import _MAGIC, ERF_KMAX, ERF_N, _erf_tables
 from ..vocab.act_numpy import GELU_A, GELU_C, INV_SQRT_2PI, SQRT1_2
-from .cpu_jit_cnn import (bn_apply, bn_dx, col2im_wide, conv_bias_relu, im2col,  # noqa: F401
-                          max_pool_backward, to_rows_wide)
+from .cpu_jit_cnn import (bn_apply, bn_dx, col2im_wide,  # noqa: F401
+                          conv_bias_relu, im2col, max_pool_2x2, max_pool_backward,
+                          to_rows_wide)
 
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
 _INLINE = dict(cache=True, inline="always", error_model="numpy")
