@@ -370,6 +370,25 @@ def test_compiled_max_pool_2x2_follows_torch_rule(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_embedding_gradient_in_add_at_order(dtype):
+    """An embedding's weight gradient (rows of g added at their tokens) compiled: numpy's
+    np.add.at (each row adds 0 + its tokens' g in index order) written here is the reference,
+    bit for bit: repeated tokens, an unused one, -0.0 gradients, on 3 threads."""
+    rng = np.random.default_rng(13)
+    vocab, dim = 11, 70
+    idx = rng.integers(0, vocab - 1, (9, 40))              # token vocab - 1 never occurs
+    w = rng.standard_normal((vocab, dim)).astype(dtype)
+    g = (rng.standard_normal((9, 40, dim)) * 10.0 ** rng.integers(-6, 6, (9, 40, 1))).astype(dtype)
+    g[0, :5] = -0.0
+    cpu_threads.configure(threads=3, parallel_min=1024)
+    t = nr.tensor(w, requires_grad=True)
+    nr.nn.functional.embedding(nr.tensor(idx, dtype="int64"), t).backward(nr.tensor(g))
+    want = np.zeros((vocab, dim), dtype)
+    np.add.at(want, idx.reshape(-1), g.reshape(-1, dim))
+    same_bits(t.grad.numpy(), want, "weight gradient")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("act", ["relu", "none"])
 @pytest.mark.parametrize("training,affine", [(True, True), (True, False), (False, True)])
 def test_compiled_batch_norm_bits_as_numpy(dtype, act, training, affine):

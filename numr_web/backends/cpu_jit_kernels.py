@@ -259,3 +259,17 @@ def adam(p, g, m, v, po, mo, vo, mode, factor, w, one_minus_w, b2, one_minus_b2,
         po[i] = p[i] * factor - upd if mode == 1 else p[i] - upd
         mo[i] = mi
         vo[i] = vi
+
+
+@numba.njit(**_JIT)
+def scatter_rows_add(rows, src, t0, t1, out):
+    """out[rows[i]] += src[i] for the targets t0 <= rows[i] < t1, row after row in index order:
+    np.add.at's order (each target sums 0 + its 1st row + its 2nd + ...), for an embedding's
+    gradient; a block of targets per thread, whole rows (contiguous: vectorized); rows in range
+    (checked where the index entered)."""
+    n, C = src.shape
+    for i in range(n):
+        t = rows[i]
+        if t0 <= t < t1:
+            for c in range(C):
+                out[t, c] += src[i, c]

@@ -308,6 +308,14 @@ class CpuNN:
         out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
         o2 = out.reshape(shape[0], -1)
         s2 = self.reshape(src, (src.shape[0], -1))
+        jit = _jit_norm(s2, o2)
+        if jit is not None:                     # add.at's order: a block of targets a thread
+            parts = blocks(shape[0], -(-shape[0] // num_threads()))
+
+            def rows_body(i):
+                jit.scatter_rows_add(rows, s2, parts[i][0], parts[i][1], o2)
+            parallel_for(len(parts), rows_body)
+            return out
         # add.at's order without add.at (one Python-level step per element): the rows sorted by
         # target (stably: each target keeps its rows in index order), then round r adds every
         # target's r-th row at once, so each target still sums 0 + its 1st + its 2nd + ...
