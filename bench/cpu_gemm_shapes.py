@@ -20,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
@@ -31,7 +32,17 @@ blas_env.unset()                           # before numpy loads OpenBLAS
 
 import numpy as np  # noqa: E402
 
-from cpu_threads import median_ms  # noqa: E402  (bench/cpu_threads.py's timer)
+from cpu_threads import median_ms as _median_ms  # noqa: E402  (bench/cpu_threads.py's timer)
+
+# Seconds to wait before each figure: after a threaded call OpenBLAS's idle threads spin for about
+# 2^28 cycles (its THREAD_TIMEOUT), OpenMP's for its blocktime, taking the cores from whatever runs
+# next; measured back to back, numr's tiles ran in numpy's spin window.
+SETTLE_S = 0.5
+
+
+def median_ms(step, reps):
+    time.sleep(SETTLE_S)
+    return _median_ms(step, reps)
 
 PROBE = ("import numpy as np, time, threadpoolctl; a = np.random.rand({m}, {k}).astype(np.float32); "
          "b = np.random.rand({k}, {n}).astype(np.float32); a @ b; t = time.perf_counter(); "
