@@ -271,10 +271,11 @@ def parallel_for(n, fn, threads=None):
 
 
 def parallel_blas_for(n, fn):
-    """parallel_for for blocks that call BLAS: in parallel with BLAS held at one thread (each
-    block's GEMMs on its own core), or, where BLAS's threads cannot be held (no threadpoolctl)
-    or one thread is asked for, block after block with BLAS's own threads."""
-    if num_threads() == 1 or in_parallel():
+    """parallel_for for blocks that call BLAS, with BLAS held at one thread: each block's GEMMs
+    on its own core, or, on one thread, block after block (as a GEMM's single tile: BLAS's
+    threads on each block's small GEMMs cost more than they give). Where BLAS's threads cannot
+    be held (no threadpoolctl): block after block with BLAS's own threads."""
+    if in_parallel():
         return parallel_for(n, fn, threads=1)
     with single_threaded_blas() as ok:
         parallel_for(n, fn, threads=None if ok else 1)
