@@ -34,7 +34,7 @@ class CpuNN:
     def layer_norm(self, x, weight, bias, k, eps, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)
-        jit = _jit_norm(x, weight, bias)
+        jit = _jit_float(x, weight, bias)
         if jit is not None and n:               # one compiled loop per block of rows, any size
             x2 = self.reshape(x, (rows, n))
             y = np.empty((rows, n), x.dtype)
@@ -98,7 +98,7 @@ class CpuNN:
     def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)
-        jit = _jit_norm(x, weight, dy)
+        jit = _jit_float(x, weight, dy)
         if jit is not None and n:               # one compiled loop per block of rows, any size
             g2, x2 = self.reshape(dy, (rows, n)), self.reshape(x, (rows, n))
             m1 = jit.none if rms else mean.reshape(rows)
@@ -308,7 +308,7 @@ class CpuNN:
         out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
         o2 = out.reshape(shape[0], -1)
         s2 = self.reshape(src, (src.shape[0], -1))
-        jit = _jit_norm(s2, o2)
+        jit = _jit_float(s2, o2)
         if jit is not None:                     # add.at's order: a block of targets a thread
             parts = blocks(shape[0], -(-shape[0] // num_threads()))
 
@@ -360,9 +360,9 @@ class CpuNN:
         parallel_for(len(parts), body)
         return out.astype(src.dtype, copy=False)
 
-def _jit_norm(x, *others):
-    """The compiled loops (cpu_jit.py) for a norm over x (float32 / float64, every other operand
-    of its dtype), or None."""
+def _jit_float(x, *others):
+    """The compiled loops (cpu_jit.py) for an op over a non-empty float32 / float64 x whose
+    other operands share its dtype (a norm's weight and bias, a scatter's output), or None."""
     jit = cpu_jit.kernels()
     if jit is None or x.dtype not in (np.float32, np.float64) or x.size == 0 or \
             any(a is not None and a.dtype != x.dtype for a in others):
