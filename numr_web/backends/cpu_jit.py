@@ -11,8 +11,8 @@ run on all cores.
 
 Knob: NUMR_CPU_JIT=0 turns the compiled loops off (numpy's formulas everywhere, as without
 numba); `configure(enabled)` sets it in a running process. Results with and without: the same
-bits for the bias add, Adam and the conv net's loops, within an ulp elsewhere
-(tests/test_cpu_jit.py).
+bits for the bias add, Adam and the conv net's loops but batch norm's sums (float64, in
+another order), within an ulp or two elsewhere (tests/test_cpu_jit.py).
 """
 from __future__ import annotations
 

@@ -17,14 +17,22 @@ operations in the same order, so the results are the numpy path's bits:
     keeps the last of tying zeros' signs; otherwise the same bits);
   * max_pool_backward: max pooling's gradient over blocks of planes (ArrayCNN's tap-ordered
     adds; one write a window where windows share no element);
+  * bn_moments, bn_grad_sums: batch norm's per-(image, channel) sums, forward (of x - a
+    shift and its square) and backward (of g and g (x - mean), g relu's gradient where asked),
+    in float64 in any order (fastmath's reassociation lets them vectorise): not the numpy
+    path's float32 pairwise bits, but its error bound or better, and the same on any thread
+    count (a row's sum depends on its length only);
   * bn_apply, bn_dx: batch norm's pass writing y (no activation or relu) and its training
-    backward's pass writing dx.
+    backward's pass writing dx (relu's gradient taken from the saved input where asked).
 """
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
+# sums in any order (a vector of partial sums): reassociation only, no NaN/inf assumptions
+_SUMS = dict(_JIT, fastmath={"reassoc", "contract"})
 
 
 @numba.njit(**_JIT)
@@ -165,13 +173,53 @@ def bn_apply(x, shift, scale, bias, relu, y):
                 y[b, c, q] = 0.0 if relu and v < 0 else v
 
 
+@numba.njit(**_SUMS)
+def bn_moments(x, shift, s1, s2):
+    """s1, s2 (n, C) = per row of x (n, C, L): the sums of d = x - shift[c] and of d * d, in
+    float64 (a shift near the mean keeps E[d^2] - E[d]^2 free of cancellation)."""
+    n, C, L = x.shape
+    for b in range(n):
+        for c in range(C):
+            k = shift[c]
+            a1 = 0.0
+            a2 = 0.0
+            for q in range(L):
+                d = np.float64(x[b, c, q]) - k
+                a1 += d
+                a2 += d * d
+            s1[b, c] = a1
+            s2[b, c] = a2
+
+
+@numba.njit(**_SUMS)
+def bn_grad_sums(dy, s, relu, x, mean, sg, sgx):
+    """sg, sgx (n, C) = per row: the sums of g and of g * (x - mean[c]) in float64, where g is
+    dy, or relu's gradient where(s <= 0, 0, dy) where asked."""
+    n, C, L = x.shape
+    for b in range(n):
+        for c in range(C):
+            m = mean[c]
+            a1 = 0.0
+            a2 = 0.0
+            for q in range(L):
+                g = np.float64(dy[b, c, q])
+                if relu and s[b, c, q] <= 0:
+                    g = 0.0
+                a1 += g
+                a2 += g * (np.float64(x[b, c, q]) - m)
+            sg[b, c] = a1
+            sgx[b, c] = a2
+
+
 @numba.njit(**_JIT)
-def bn_dx(g, x, m, r, kx, kg, scale, dx):
+def bn_dx(dy, s, relu, zero, x, m, r, kx, kg, scale, dx):
     """CpuBatchNorm's training dx for a block: (g - (x - m) r kx - kg) scale, per channel c,
-    in that order of operations; g may be dx itself (read before written)."""
+    in that order of operations, where g is dy, or relu's gradient where(s <= 0, +0, dy) where
+    asked (`zero`: +0 of dx's dtype, so the arithmetic stays in it); dy may be dx itself."""
     n, C, L = x.shape
     for b in range(n):
         for c in range(C):
             for q in range(L):
+                g = zero if relu and s[b, c, q] <= 0 else dy[b, c, q]
                 xhat = ((x[b, c, q] - m[c]) * r[c]) * kx[c]
-                dx[b, c, q] = ((g[b, c, q] - xhat) - kg[c]) * scale[c]
+                dx[b, c, q] = ((g - xhat) - kg[c]) * scale[c]
