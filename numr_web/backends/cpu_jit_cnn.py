@@ -85,22 +85,24 @@ def to_rows_wide(dz, dzw):
 def col2im_wide(cols, ph, pw, zero, dx):
     """dx (n, C, H, W) = _col2im_wide's planes: cols (C, kh, kw, n, OH * Wp), tap (i, j) added
     at offset i * Wp + j of the padded plane, in (i, j) order from +0 (`zero`: a scalar of dx's
-    dtype, so the sums stay in it)."""
+    dtype, so the sums stay in it), then cropped: one long run of adds a tap (they vectorise;
+    an output element's adds, tap by tap, ran 2-2.6x slower)."""
     n, C, H, W = dx.shape
     kh, kw, run = cols.shape[1], cols.shape[2], cols.shape[4]
     wp = W + 2 * pw
+    plane = np.empty((H + 2 * ph) * wp + kw, dx.dtype)   # (the last tap's run goes past)
     for b in range(n):
         for c in range(C):
+            for q in range(plane.shape[0]):
+                plane[q] = zero
+            for i in range(kh):
+                for j in range(kw):
+                    at = i * wp + j
+                    for q in range(run):
+                        plane[at + q] = plane[at + q] + cols[c, i, j, b, q]
             for y in range(H):
                 for x in range(W):
-                    p = (y + ph) * wp + x + pw
-                    acc = zero
-                    for i in range(kh):
-                        for j in range(kw):
-                            q = p - (i * wp + j)
-                            if 0 <= q < run:
-                                acc = acc + cols[c, i, j, b, q]
-                    dx[b, c, y, x] = acc
+                    dx[b, c, y, x] = plane[(y + ph) * wp + x + pw]
 
 
 @numba.njit(**_JIT)
