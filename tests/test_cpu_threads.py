@@ -539,3 +539,24 @@ def test_ieee_results_raise_no_warning_in_helper_threads():
         warnings.simplefilter("error")
         out = [nr.exp(x), (x - x) / (x - x), nr.log(x), nr.gelu(x), nr.softmax(x * 1e30, 1)]
     assert np.isinf(out[0].numpy()).any() and np.isnan(out[1].numpy()).any()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_blocks_that_call_blas_hold_it_at_one_thread(threads):
+    """parallel_blas_for's blocks (attention's heads, a split GEMM's parts) see numpy's BLAS at
+    one thread on any numr thread count, one included (BLAS's pool on each block's small GEMMs
+    cost more than it gave), and BLAS's own setting comes back after."""
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+    if not blas_threads():
+        pytest.skip("threadpoolctl finds no BLAS under numpy")
+    cpu_threads.configure(threads=threads)
+    seen = [None] * 6
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        def block(i):
+            seen[i] = blas_threads()
+            np.matmul(np.ones((64, 64)), np.ones((64, 64)))
+        cpu_threads.parallel_blas_for(len(seen), block)
+        assert all(s == [1] * len(s) for s in seen), seen
+        assert blas_threads() == [2] * len(blas_threads())
