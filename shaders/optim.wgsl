@@ -1,5 +1,5 @@
 // optim.wgsl — the Adam / AdamW update of one float32 parameter in one pass: p, m, v in, the new
-// p, m, v out. The arithmetic of numr_web/nn/optim/optimizer.py (Adam._update), operation for
+// p, m, v out; SGD's (sgd below) likewise. The arithmetic of numr_web/nn/optim/optimizer.py (Adam._update), operation for
 // operation:
 //   DECAY_DECOUPLED: base = p * F    DECAY_L2: g = g + p * F    DECAY_NONE: base = p
 //   m = m + (g - m) * W  (LERP_HI: g - (g - m) * W1; FIRST: m stands at 0)
@@ -50,5 +50,33 @@ fn adam(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         po[i] = base - (mi * ss) / den;
         mo[i] = mi;
         vo[i] = vi;
+    }
+}
+
+// torch.optim.SGD's update, as nn/optim's composed form (SGD._update), operation for operation:
+//   g = -g (MAXIMIZE);  g = g + p * F (WD);
+//   MOMENTUM: buf = g (FIRST) | buf * MOM + g * DAMP1 (DAMP) | buf * MOM + g;
+//             g = g + buf * MOM (NESTEROV) | buf;
+//   p = p - g * LR
+@compute @workgroup_size(WG)
+fn sgd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+       @builtin(local_invocation_index) lid: u32) {
+    let n = mu(W_N);
+    for (var i = linear_id(wid, nwg, lid); i < n; i = i + grid_stride(nwg)) {
+        let pi = p[mu(W_OFFSET_P) + i];
+        var gi = g[mu(W_OFFSET_G) + i];
+        if (MAXIMIZE) { gi = -gi; }
+        if (WD) { gi = gi + pi * mf(W_F); }
+        if (MOMENTUM) {
+            var b = gi;
+            if (!FIRST) {
+                var t = gi;
+                if (DAMP) { t = gi * mf(W_DAMP1); }
+                b = m[mu(W_OFFSET_M) + i] * mf(W_MOM) + t;
+            }
+            mo[i] = b;
+            if (NESTEROV) { gi = gi + b * mf(W_MOM); } else { gi = b; }
+        }
+        po[i] = pi - gi * mf(W_LR);
     }
 }

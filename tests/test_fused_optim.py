@@ -58,3 +58,55 @@ def test_adam_step_matches_float64(device, name, kw):
         # each step rounds a handful of float32 operations, each within u of its terms' size
         err = np.abs(g.astype(np.float64) - w) / (u * a)
         assert err.max() <= 2 * steps, f"{what}: {err.max():.1f} u"
+
+
+def _sgd_float32(p, grads, lr, momentum, dampening, nesterov, wd, maximize):
+    """torch.optim.SGD's update in float32 numpy, each operation rounded on its own (the composed
+    form's order): (p, momentum buffer)."""
+    f32, buf = np.float32, None
+    for g in grads:
+        if maximize:
+            g = -g
+        if wd:
+            g = g + p * f32(wd)
+        if momentum:
+            buf = g.copy() if buf is None else \
+                buf * f32(momentum) + (g * f32(1 - dampening) if dampening else g)
+            g = g + buf * f32(momentum) if nesterov else buf
+        p = p - g * f32(lr)
+    return p, buf
+
+
+@pytest.mark.parametrize("kw", [
+    dict(), dict(momentum=0.9), dict(momentum=0.9, dampening=0.3, weight_decay=0.01),
+    dict(momentum=0.8, nesterov=True, weight_decay=0.05), dict(weight_decay=0.1, maximize=True),
+    dict(momentum=0.5, maximize=True)])
+def test_sgd_step_matches_the_composed_update(device, kw):
+    """SGD in one pass (a backend primitive: numpy's ops on cpu, a kernel on cuda and webgpu):
+    the float32 composed update's bits (WGSL may contract a product and a sum into one rounding:
+    there within a rounding of the terms' size a step), over five steps; the momentum buffer too."""
+    if nr.get_backend(device).dtype_of(nr.ones(1, device=device)._data) is not nr.float32:
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(1)
+    shape, steps, lr = (257, 33), 5, 0.05
+    p0 = rng.normal(size=shape).astype(np.float32)
+    grads = [rng.normal(size=shape).astype(np.float32) for _ in range(steps)]
+    p = nn.Parameter(nr.tensor(p0, device=device))
+    opt = nn.optim.SGD([p], lr=lr, **kw)
+    for g in grads:
+        p.grad = nr.tensor(g, device=device)
+        opt.step()
+    want_p, want_b = _sgd_float32(p0, grads, lr, kw.get("momentum", 0.0), kw.get("dampening", 0.0),
+                                  kw.get("nesterov", False), kw.get("weight_decay", 0.0),
+                                  kw.get("maximize", False))
+    buf = opt.state[p].get("momentum_buffer")
+    assert (buf is None) == (want_b is None)
+    for what, got, want in (("p", p.numpy(), want_p), ("buf", None if buf is None else
+                                                       buf.numpy(), want_b)):
+        if want is None:
+            continue
+        if device == "webgpu":
+            size = np.abs(want) + lr * steps * 10        # |p| and the updates' terms
+            assert (np.abs(got - want) <= steps * 2.0 ** -24 * size).all(), what
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=what)

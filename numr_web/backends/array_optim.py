@@ -1,9 +1,10 @@
-"""Adam / AdamW's update as one primitive for the array backends (numpy; CuPy's float32 update is
-nn.cu's kernel, CudaNN.adam_update, first in CudaBackend's bases): the composed update's
-arithmetic (numr_web/nn/optim/optimizer.py, Adam._update), operation for operation and with the
-same scalars, so float32 and float64 results are the composed ones bit for bit, without a dozen
-ops a parameter each going through the op layer; and, as the CUDA kernel, a step GradScaler's
-flag skips where the flag is set (`found`), with no select of every tensor afterwards."""
+"""Adam / AdamW's and SGD's updates as one primitive each for the array backends (numpy; CuPy's
+float32 updates are nn.cu's kernels, CudaNN.adam_update / sgd_update, first in CudaBackend's
+bases): the composed updates' arithmetic (numr_web/nn/optim/optimizer.py, Adam._update,
+SGD._update), operation for operation and with the same scalars, so float32 and float64 results
+are the composed ones bit for bit, without a dozen ops a parameter each going through the op
+layer; and, as the CUDA kernel, an Adam step GradScaler's flag skips where the flag is set
+(`found`), with no select of every tensor afterwards."""
 from __future__ import annotations
 
 from .base import adam_scalars
@@ -43,3 +44,21 @@ class ArrayOptim:
         upd = m * ss
         upd /= denom
         return base - upd, m, v
+
+    def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
+        xp = self.xp
+        if p.dtype not in (xp.float32, xp.float64) or g.dtype != p.dtype or \
+                p.shape != g.shape or (buf is not None and (buf.dtype != p.dtype or
+                                                            buf.shape != p.shape)):
+            return None
+        if maximize:
+            g = -g
+        if weight_decay:
+            g = g + p * weight_decay
+        if momentum:
+            if buf is None:             # a buffer of its own (g may be the gradient's handle)
+                buf = g.copy()
+            else:
+                buf = buf * momentum + (g * (1 - dampening) if dampening else g)
+            g = g + buf * momentum if nesterov else buf
+        return p - g * lr, (buf if momentum else None)

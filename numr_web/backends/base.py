@@ -274,6 +274,14 @@ class Backend:
         GradScaler's flag: where it is not 0 the outputs are the inputs (m, v zeros on the first
         step), the skip happening on the device."""
         return None
+    def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
+        """(p, buf) after one SGD step in one pass, or None where the backend has no fused form
+        (the optimizer then composes it from ops). buf: the momentum buffer, None on the first
+        step (it starts as the decayed gradient); the buf returned is None without momentum.
+        The arithmetic is the composed form's (numr_web/nn/optim/optimizer.py, SGD._update),
+        operation for operation, the hyperparameters rounded to p's dtype as numpy rounds a
+        Python number."""
+        return None
 
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):
         """x (N, C, H, W) -> columns (N, C * kh * kw, OH * OW) (torch's unfold), or with cn

@@ -214,6 +214,43 @@ __global__ void __launch_bounds__(256) adam_f32(
     }
 }
 
+// -- SGD: one pass over a parameter ----------------------------------------------------------------
+// torch.optim.SGD's update as nn/optim's composed form (SGD._update), each operation rounded on its
+// own (__f*_rn keeps the compiler from contracting into FMAs), the flags' parts where set:
+//   g = -g (SGD_MAXIMIZE);  g = g + p wd (SGD_DECAY);
+//   SGD_MOMENTUM: buf = g (FIRST) | buf mom + g damp1 (SGD_DAMP) | buf mom + g,
+//                 g = g + buf mom (SGD_NESTEROV) | buf;
+//   p = p - g lr
+// Scalars arrive as doubles (damp1 = 1 - dampening) and are rounded to float as numpy rounds a
+// Python number for float32.
+#define SGD_MAXIMIZE 1
+#define SGD_DECAY 2
+#define SGD_MOMENTUM 4
+#define SGD_DAMP 8
+#define SGD_NESTEROV 16
+template <bool FIRST>
+__global__ void __launch_bounds__(256) sgd_f32(
+        const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ buf,
+        float* __restrict__ po, float* __restrict__ bo, long long n, long long flags,
+        double wd_, double mom_, double damp1_, double lr_) {
+    const float wd = (float)wd_, mom = (float)mom_, damp1 = (float)damp1_, lr = (float)lr_;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float pi = p[i];
+        float gi = g[i];
+        if (flags & SGD_MAXIMIZE) gi = -gi;
+        if (flags & SGD_DECAY) gi = __fadd_rn(gi, __fmul_rn(pi, wd));
+        if (flags & SGD_MOMENTUM) {
+            float b = gi;
+            if (!FIRST) b = __fadd_rn(__fmul_rn(buf[i], mom),
+                                      (flags & SGD_DAMP) ? __fmul_rn(gi, damp1) : gi);
+            bo[i] = b;
+            gi = (flags & SGD_NESTEROV) ? __fadd_rn(gi, __fmul_rn(b, mom)) : b;
+        }
+        po[i] = __fsub_rn(pi, __fmul_rn(gi, lr));
+    }
+}
+
 // -- scatter-add of whole rows (an embedding's / index_select's backward) -------------------------------
 // out[key[i], c] += src[perm[i], c] for the L rows in sorted order (key sorted, ties in source
 // order: perm): the first row of each run of equal keys sums the run, column by column, in

@@ -1,7 +1,7 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
 for the weight and bias gradients' partial column sums), the Adam / AdamW update (one kernel per
-parameter instead of a dozen elementwise ones), and the scatter-add of whole rows (an embedding's
+parameter instead of a dozen elementwise ones; SGD's likewise), and the scatter-add of whole rows (an embedding's
 backward: its L indices sorted, not every element). Cases the kernels do not cover fall back to
 the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
 from __future__ import annotations
@@ -16,8 +16,9 @@ from .launch import BLOCK
 WARPS = 8                              # rows per block of the norm kernels (256 threads)
 ROW_REGISTERS = (1, 2, 4, 8, 16, 32)   # values per lane kept in registers (rows up to 32 * 32)
 GRAD_COLS = 256                        # columns per block of the weight-gradient partials
-ADAM_BLOCK, ADAM_BLOCKS_PER_SM = 256, 8
+UPDATE_BLOCK, UPDATE_BLOCKS_PER_SM = 256, 8     # the optimizer kernels (adam_f32, sgd_f32)
 DECAY = {None: 0, "l2": 1, "decoupled": 2}    # nn.cu's ADAM_DECAY_*
+SGD_FLAGS = {"maximize": 1, "decay": 2, "momentum": 4, "damp": 8, "nesterov": 16}  # nn.cu's SGD_*
 
 
 def _b(flag):
@@ -198,8 +199,8 @@ class CudaNN:
                                         for d in DECAY.values() for f in (False, True)))
         n = p.size
         if n:
-            blocks = max(1, min(-(-n // ADAM_BLOCK), ADAM_BLOCKS_PER_SM * self._sms))
-            fn((blocks,), (ADAM_BLOCK,),
+            blocks = max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms))
+            fn((blocks,), (UPDATE_BLOCK,),
                (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
                 step.astype(xp.float32, copy=False) if dev else 0,
                 0 if found is None else found.astype(xp.float32, copy=False), n, float(factor),
@@ -207,6 +208,33 @@ class CudaNN:
                 float(1 - w), float(b2), float(1 - b2), float(eps), float(ss), float(bc),
                 float(lr), math.log(b1), math.log(b2)))
         return po, mo, vo
+
+    # -- SGD ---------------------------------------------------------------------------------------
+    def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
+        """(p, buf) after one SGD step (nn.cu's sgd_f32); None where the kernel does not apply
+        (not float32: ArrayOptim's form)."""
+        xp = self.xp
+        if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape or \
+                (buf is not None and (buf.dtype != xp.float32 or buf.shape != p.shape)):
+            return super().sgd_update(p, g, buf, weight_decay, momentum, dampening, nesterov,
+                                      maximize, lr)
+        first = buf is None
+        p, g = xp.ascontiguousarray(p), xp.ascontiguousarray(g)
+        po = xp.empty(p.shape, dtype=xp.float32)
+        bo = xp.empty(p.shape, dtype=xp.float32) if momentum else None
+        flags = sum(SGD_FLAGS[k] for k, on in (("maximize", maximize), ("decay", weight_decay),
+                                               ("momentum", momentum), ("damp", dampening),
+                                               ("nesterov", nesterov)) if on)
+        fn = self._nn_fn(f"sgd_f32<{_b(first)}>",
+                         lambda: (f"sgd_f32<{_b(f)}>" for f in (False, True)))
+        n = p.size
+        if n:
+            blocks = max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms))
+            fn((blocks,), (UPDATE_BLOCK,),
+               (p, g, 0 if first or not momentum else xp.ascontiguousarray(buf), po,
+                0 if bo is None else bo, n, flags, float(weight_decay), float(momentum),
+                float(1 - dampening), float(lr)))
+        return po, bo
 
     def concat(self, hs, axis):
         """cupy.concatenate of many parts uploads a table of their addresses (a host-to-device

@@ -57,6 +57,19 @@ class NNPrimitives(ComposedConv):
             optim.adam(self.d, *dense, outs, decay, factor, w, b2, eps, lr, b1, step)
         return outs
 
+    def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
+        arrays = [p, g] + ([] if buf is None else [buf])
+        if any(a.dtype is not float32 or a.shape != p.shape for a in arrays) or \
+                4 * p.size > self.binding_limit:
+            return None                     # the optimizer composes it (in chunks if need be)
+        outs = (self.d.alloc(p.shape, float32),
+                self.d.alloc(p.shape, float32) if momentum else None)
+        if p.size:
+            optim.sgd(self.d, *(self.contiguous(a) for a in (p, g)),
+                      None if buf is None else self.contiguous(buf), outs, weight_decay,
+                      momentum, dampening, nesterov, maximize, lr)
+        return outs
+
     # -- normalization -----------------------------------------------------------------------------
     def _norm_lanes(self, n):
         return norm.lanes(n, self.loop_budget, self.cpu_adapter)

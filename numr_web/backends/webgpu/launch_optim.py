@@ -1,5 +1,5 @@
-"""Launcher of shaders/optim.wgsl: the Adam / AdamW update of one float32 parameter in one
-dispatch (instead of a dozen elementwise ops, each a Python call)."""
+"""Launcher of shaders/optim.wgsl: the Adam / AdamW update, and SGD's, of one float32 parameter
+in one dispatch (instead of a dozen elementwise ops, each a Python call)."""
 from __future__ import annotations
 
 import math
@@ -45,3 +45,26 @@ def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, lr, b1, step):
     consts = {"DECAY": K.code("DECAY", decay or "none"), "FIRST": int(m is None),
               "DEV": int(dev), "LERP_HI": int(abs(w) >= 0.5)}
     d.launch(_FILE, "adam", float32, consts, words, bufs, d.grid(n))
+
+
+def sgd(d, p, g, buf, outs, weight_decay, momentum, dampening, nesterov, maximize, lr):
+    """p, g (and buf, the momentum buffer, None on the first step): float32 GPUArrays of one
+    size; outs: (new p, new buf or None without momentum), dense."""
+    n = p.size
+    words = L.new()
+    words[L.N] = n
+    bufs = {}
+    bufs["p"], words[L.OFFSET_P] = d.bind(p, p.offset, n)
+    bufs["g"], words[L.OFFSET_G] = d.bind(g, g.offset, n)
+    if momentum and buf is not None:
+        bufs["m"], words[L.OFFSET_M] = d.bind(buf, buf.offset, n)
+    bufs["po"] = d.bind_whole(outs[0])
+    if momentum:
+        bufs["mo"] = d.bind_whole(outs[1])
+    words[L.F], words[L.MOM], words[L.DAMP1] = _f32(weight_decay), _f32(momentum), \
+        _f32(1 - dampening)
+    words[L.LR] = _f32(lr)
+    consts = {"FIRST": int(buf is None), "MAXIMIZE": int(bool(maximize)),
+              "WD": int(bool(weight_decay)), "MOMENTUM": int(bool(momentum)),
+              "DAMP": int(bool(dampening)), "NESTEROV": int(bool(nesterov))}
+    d.launch(_FILE, "sgd", float32, consts, words, bufs, d.grid(n))

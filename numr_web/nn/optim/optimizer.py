@@ -189,6 +189,8 @@ class SGD(Optimizer):
                                       maximize=bool(maximize)))
 
     def _update(self, p, g, state, group):
+        if self._fused(p, g, state, group):
+            return
         if group.get("maximize"):
             g = -g
         wd, mom = group["weight_decay"], group["momentum"]
@@ -201,6 +203,23 @@ class SGD(Optimizer):
             state["momentum_buffer"] = buf
             g = g + buf * mom if group["nesterov"] else buf
         self._assign(p, p - g * group["lr"])
+
+    @staticmethod
+    def _fused(p, g, state, group):
+        """The update above as one backend primitive where the backend has it (the same
+        arithmetic in one pass): True when done."""
+        be, buf = p._backend, state.get("momentum_buffer")
+        if g._backend is not be or (buf is not None and buf._backend is not be):
+            return False
+        out = be.sgd_update(p._data, g._data, None if buf is None else buf._data,
+                            group["weight_decay"], group["momentum"], group["dampening"],
+                            group["nesterov"], bool(group.get("maximize")), group["lr"])
+        if out is None:
+            return False
+        _core.rebind(p, Tensor._wrap(out[0], p.dtype, p.device, be))
+        if out[1] is not None:
+            state["momentum_buffer"] = Tensor._wrap(out[1], p.dtype, p.device, be)
+        return True
 
 
 class Adam(Optimizer):

@@ -1,9 +1,9 @@
-"""nn.cu's Adam / AdamW kernel (adam_f32) checked without a GPU: compiled with g++ against
-tests/cuda_emu.h and launched on numpy arrays, against the update written here in float32 numpy
-in torch's order of operations (each operation rounded on its own, as the kernel's __f*_rn):
-every decay kind, both of torch.lerp's forms, a first step (no moments yet) and a later one, the
+"""nn.cu's optimizer kernels checked without a GPU: compiled with g++ against tests/cuda_emu.h
+and launched on numpy arrays, against the updates written here in float32 numpy in torch's
+order of operations (each operation rounded on its own, as the kernel's __f*_rn). Adam / AdamW
+(adam_f32): every decay kind, both of torch.lerp's forms, a first step (no moments yet) and a later one, the
 step count on the device, and GradScaler's flag, which leaves the parameter and its moments as
-they were (moments 0 on a first step) instead of updating them."""
+they were (moments 0 on a first step) instead of updating them. SGD (sgd_f32): below."""
 import ctypes
 import math
 import re
@@ -34,17 +34,14 @@ def _kernel_source():
     return text[start:end]
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("adam_emu")
+def _compile(tmp, source, kernels):
+    """A library of `source` (a slice of nn.cu) with run_i(gx, bx, args) launching kernels[i]."""
     runs = []
-    for i, (d, first, dev, hi) in enumerate(CASES):
-        name = f"adam_f32<{DECAYS[d]}, {str(first).lower()}, {str(dev).lower()}, {str(hi).lower()}>"
+    for i, name in enumerate(kernels):
         runs += [f'extern "C" int run_{i}(unsigned gx, unsigned bx, void** args) {{',
                  f"    return emu_launch(gx, 1, bx, 0, [&] {{ emu_call(&{name}, args); }});", "}"]
-    cpp = tmp / "adam.cpp"
-    cpp.write_text("\n".join(['#include "cuda_emu.h"', _kernel_source()] + runs))
-    so = tmp / "adam.so"
+    cpp, so = tmp / "kernels.cpp", tmp / "kernels.so"
+    cpp.write_text("\n".join(['#include "cuda_emu.h"', source] + runs))
     r = subprocess.run([CXX, "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread",
                         "-Wno-unknown-pragmas", "-I", str(HERE), "-o", str(so), str(cpp)],
                        capture_output=True, text=True)
@@ -54,11 +51,22 @@ def lib(tmp_path_factory):
     return ctypes.CDLL(str(so))
 
 
-def _launch(lib, case, args):
-    buf, argv = kernel_argv(args)
-    fn = getattr(lib, f"run_{CASES.index(case)}")
+def _run(lib, i, args):
+    keep, argv = kernel_argv(args)
+    fn = getattr(lib, f"run_{i}")
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     assert fn(2, 64, argv)                      # 2 blocks of 64 threads over 300 elements
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    names = [f"adam_f32<{DECAYS[d]}, {str(first).lower()}, {str(dev).lower()}, {str(hi).lower()}>"
+             for d, first, dev, hi in CASES]
+    return _compile(tmp_path_factory.mktemp("adam_emu"), _kernel_source(), names)
+
+
+def _launch(lib, case, args):
+    _run(lib, CASES.index(case), args)
 
 
 def _reference(p, g, m, v, decay, factor, w, b2, eps, ss, bc):
@@ -112,3 +120,52 @@ def test_adam_kernel_matches_the_composed_update(lib, case, skip):
             assert (np.abs(got - exp) <= tol).all(), name
         else:
             np.testing.assert_array_equal(got, exp, err_msg=name)
+
+
+# -- SGD (sgd_f32): plain, weight decay, maximize, momentum on a first step (the buffer starts as
+# the decayed gradient) and a later one, dampening and Nesterov
+SGD_CASES = [  # (first step, weight decay, momentum, dampening, nesterov, maximize)
+    (True, 0.0, 0.0, 0.0, False, False), (False, 0.01, 0.0, 0.0, False, True),
+    (True, 0.01, 0.9, 0.0, False, False), (False, 0.01, 0.9, 0.0, False, False),
+    (False, 0.0, 0.9, 0.25, False, True), (False, 0.05, 0.8, 0.0, True, False),
+    (True, 0.05, 0.8, 0.0, True, True)]
+
+
+@pytest.fixture(scope="module")
+def sgd_lib(tmp_path_factory):
+    text = NN_CU.read_text()
+    src = text[text.index("#define SGD_MAXIMIZE"):text.index("// -- scatter-add of whole rows")]
+    return _compile(tmp_path_factory.mktemp("sgd_emu"), src, ["sgd_f32<false>", "sgd_f32<true>"])
+
+
+def _sgd_reference(p, g, buf, wd, mom, damp, nesterov, maximize, lr):
+    f32 = np.float32
+    if maximize:
+        g = -g
+    if wd:
+        g = g + p * f32(wd)
+    if mom:
+        buf = g.copy() if buf is None else buf * f32(mom) + (g * f32(1 - damp) if damp else g)
+        g = g + buf * f32(mom) if nesterov else buf
+    return p - g * f32(lr), buf
+
+
+@pytest.mark.parametrize("case", SGD_CASES)
+def test_sgd_kernel_matches_the_composed_update(sgd_lib, case):
+    first, wd, mom, damp, nesterov, maximize = case
+    r = np.random.default_rng(SGD_CASES.index(case))
+    n, lr = 300, 0.05
+    p, g, buf = (r.normal(size=n).astype(np.float32) for _ in range(3))
+    flags = sum(K.SGD_FLAGS[k] for k, on in (("maximize", maximize), ("decay", wd),
+                                             ("momentum", mom), ("damp", damp),
+                                             ("nesterov", nesterov)) if on)
+    po, bo = np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32)
+    args = [p, g, 0 if first else buf, po, bo, n, flags, wd, mom, 1 - damp, lr]
+    _run(sgd_lib, int(first), args)
+    want_p, want_b = _sgd_reference(p, g, None if first else buf, wd, mom, damp, nesterov,
+                                    maximize, lr)
+    np.testing.assert_array_equal(po, want_p)
+    if mom:
+        np.testing.assert_array_equal(bo, want_b)
+    else:
+        assert np.isnan(bo).all()               # no buffer written without momentum
