@@ -65,7 +65,7 @@ class CpuBatchNorm:
         var = None
         jk = cpu_jit.kernels()
         if training and jk is not None:  # both sums in one compiled pass, float64
-            mean, var = _moments(jk, x3, parts)
+            mean, var = _compiled_moments(jk, x3, parts)
             shift = mean.astype(ct)[:, None]
         elif training:
             mean = row_sums(lambda a, b: x3[a:b]) / count
@@ -155,7 +155,7 @@ class CpuBatchNorm:
         fused = jit is not None and training and act in ("none", "relu")
         relu = fused and act == "relu"
         if jit is not None:
-            sg, sgx = _grad_sums(jit, parts, grad, g3, s3 if relu else g3, relu, x3, m, fused,
+            sg, sgx = _compiled_grad_sums(jit, parts, grad, g3, s3 if relu else g3, relu, x3, m, fused,
                                  None if training else (scale, dx))
             sgx *= rstd.astype(np.float64)              # sums of g * xhat
         else:
@@ -206,7 +206,7 @@ class CpuBatchNorm:
                 None if sgx is None else sgx.sum(axis=0, dtype=np.float64))
 
 
-def _moments(jit, x3, parts):
+def _compiled_moments(jit, x3, parts):
     """Batch norm's (mean, biased variance) per channel of x3 (n, C, L) in float64: the
     compiled per-row sums of x - k and (x - k)^2 (k: the channel's mean over the first
     image where finite, else 0: near the mean, so E[d^2] - E[d]^2 cancels little), added over
@@ -225,7 +225,7 @@ def _moments(jit, x3, parts):
     return k + d, np.maximum(s2.sum(axis=0) / count - d * d, 0.0)
 
 
-def _grad_sums(jit, parts, grad, dy3, s3, relu, x3, m, fused, eval_scale):
+def _compiled_grad_sums(jit, parts, grad, dy3, s3, relu, x3, m, fused, eval_scale):
     """The compiled (image, channel) row sums of g and g * (x - m) in float64, added over the
     batch in order; g from dy3 (and s3 where relu) where fused, else grad's (numpy's or
     relu's compiled d1, written into dx). In eval, dx = g * scale written alongside."""
