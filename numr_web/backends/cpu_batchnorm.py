@@ -155,8 +155,8 @@ class CpuBatchNorm:
         fused = jit is not None and training and act in ("none", "relu")
         relu = fused and act == "relu"
         if jit is not None:
-            sg, sgx = _compiled_grad_sums(jit, parts, grad, g3, s3 if relu else g3, relu, x3, m, fused,
-                                 None if training else (scale, dx))
+            sg, sgx = _compiled_grad_sums(jit, parts, grad, g3, s3 if relu else g3, relu, x3, m,
+                                          fused, None if training else (scale, dx))
             sgx *= rstd.astype(np.float64)              # sums of g * xhat
         else:
             sg, sgx = self._grad_sums(parts, grad, x3, m, r, want_g, want_gx,
