@@ -209,11 +209,16 @@ def layer_norm(x, w, b, eps, rms, y, mean, rstd):
 
 
 @numba.njit(**_SUMS)
-def layer_norm_backward(dy, x, w, mean, rstd, rms, dx, gx):
+def layer_norm_backward(dy, x, w, mean, rstd, rms, dx, dw, db):
     """Rows: xhat = (x - mean) rstd, g = dy w; dx = (g - mean(g) - xhat mean(g xhat)) rstd (no
-    mean(g) for RMS norm), row sums in float64; gx = dy xhat (the weight gradient's terms) when
-    it has a row."""
+    mean(g) for RMS norm), row sums in float64; dw, db (float64, empty where not wanted): these
+    rows' column sums of dy xhat and dy, row after row (the weight and bias gradients' share)."""
     rows, n = x.shape
+    want_w, want_b = dw.shape[0] > 0, db.shape[0] > 0
+    for c in range(dw.shape[0]):
+        dw[c] = 0.0
+    for c in range(db.shape[0]):
+        db[c] = 0.0
     for r in range(rows):
         m = 0.0 if rms else np.float64(mean[r])
         rs = np.float64(rstd[r])
@@ -222,8 +227,10 @@ def layer_norm_backward(dy, x, w, mean, rstd, rms, dx, gx):
         for c in range(n):
             xh = (x[r, c] - m) * rs
             g = np.float64(dy[r, c])
-            if gx.shape[0]:
-                gx[r, c] = g * xh
+            if want_w:
+                dw[c] += g * xh
+            if want_b:
+                db[c] += g
             if w.shape[0]:
                 g *= w[c]
             sg += g

@@ -25,6 +25,10 @@ from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
 _HALF = np.dtype(np.float16) if np else None
 # Score elements per block of heads: a block's T x T temporaries stay in a core's L2 cache
 ATTENTION_BLOCK = 1 << 17
+# Elements per chunk of rows of a layer / RMS norm's compiled backward, each of which adds its
+# rows' share of the weight and bias gradients (fixed by the shape: the same sums on any thread
+# count)
+NORM_GRAD_CHUNK = 1 << 16
 # Columns per block of the embedding's scatter-add (each block runs one step per row rank)
 SCATTER_COLUMNS = 96
 
@@ -105,20 +109,21 @@ class CpuNN:
             rs = rstd.reshape(rows)
             w = jit.none if weight is None else weight.reshape(n)
             dx = np.empty((rows, n), dy.dtype)
-            gx = np.empty((0, 0) if weight is None else (rows, n), dy.dtype)   # dy xhat, for dw
-            parts = blocks_or_one(rows, n, one_pass_block(rows * n))
+            # fixed chunks of rows (the shape decides them, not the threads): each adds its
+            # rows' share of the weight and bias gradients in float64, then the chunks in order
+            parts = blocks(rows, max(1, NORM_GRAD_CHUNK // n))
+            wants = (0 if weight is None else n, 0 if weight is None or rms else n)
+            dw_part, db_part = (np.zeros((len(parts), k)) for k in wants)
 
             def run(i):
                 r0, r1 = parts[i]
                 jit.layer_norm_backward(g2[r0:r1], x2[r0:r1], w, m1 if rms else m1[r0:r1],
-                                        rs[r0:r1], rms, dx[r0:r1], gx[r0:r1] if gx.size else gx)
-            parallel_for(len(parts), run)
-            dw = db = None
-            if weight is not None:
-                total = column_sum if big(x) else (lambda a: a.sum(axis=0))
-                dw = total(gx).reshape(weight.shape)
-                if not rms:
-                    db = total(g2).reshape(weight.shape)
+                                        rs[r0:r1], rms, dx[r0:r1], dw_part[i], db_part[i])
+            parallel_for(len(parts), run, threads=None if big(x) else 1)
+            dw = None if weight is None else \
+                dw_part.sum(axis=0).astype(weight.dtype).reshape(weight.shape)
+            db = None if weight is None or rms else \
+                db_part.sum(axis=0).astype(weight.dtype).reshape(weight.shape)
             return dx.reshape(x.shape), dw, db
         if not big(x) or rows < 2 or n == 0 or dy.dtype == _HALF:
             return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
