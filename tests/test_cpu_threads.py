@@ -546,11 +546,13 @@ def test_blocks_that_call_blas_hold_it_at_one_thread(threads):
     """parallel_blas_for's blocks (attention's heads, a split GEMM's parts) see numpy's BLAS at
     one thread on any numr thread count, one included (BLAS's pool on each block's small GEMMs
     cost more than it gave), and BLAS's own setting comes back after."""
-    def blas_threads():
+    def blas_threads():          # numpy's BLAS (a wheel's, in numpy.libs): scipy may load its own
+        here = os.path.dirname(os.path.dirname(np.__file__))
         return [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["user_api"] == "blas"]
+                if i["user_api"] == "blas" and
+                os.path.dirname(i["filepath"]) == os.path.join(here, "numpy.libs")]
     if not blas_threads():
-        pytest.skip("threadpoolctl finds no BLAS under numpy")
+        pytest.skip("threadpoolctl finds no BLAS in numpy.libs (numpy not from a wheel)")
     cpu_threads.configure(threads=threads)
     seen = [None] * 6
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):

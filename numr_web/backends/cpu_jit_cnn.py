@@ -16,7 +16,8 @@ operations in the same order, so the results are the numpy path's bits:
     later element wins when greater or NaN, so y is x at the index (the numpy path's maximum
     keeps the last of tying zeros' signs; otherwise the same bits);
   * max_pool_backward: max pooling's gradient over blocks of planes (ArrayCNN's tap-ordered
-    adds; one write a window where windows share no element);
+    adds; one write a window where windows share no element); max_pool_2x2_backward the same
+    values for 2x2 windows of stride 2 inside the input, every element written once;
   * bn_moments, bn_grad_sums: batch norm's per-(image, channel) sums, forward (of x - a
     shift and its square) and backward (of g and g (x - mean), g relu's gradient where asked),
     in float64 in any order (fastmath's reassociation lets them vectorise): not the numpy
@@ -128,6 +129,32 @@ def max_pool_2x2(x, best, idx):
                 t = v > b or v != v
                 b, k = (v, (r + 1) * W + q + 1) if t else (b, k)
                 bp[oy, ox], ip[oy, ox] = b, k
+
+
+@numba.njit(**_JIT)
+def max_pool_2x2_backward(g, idx, zero, dx):
+    """max_pool_backward for 2x2 windows of stride 2 inside the input, in one pass of writes:
+    each window's four elements get zero + g at its index and zero elsewhere (the same values
+    as the zero fill and then one write a window), the rows and columns no window covers zero."""
+    P, H, W = dx.shape
+    OH, OW = g.shape[1], g.shape[2]
+    for p in range(P):
+        for oy in range(OH):
+            r = 2 * oy
+            for ox in range(OW):
+                q = 2 * ox
+                k = idx[p, oy, ox]
+                v = zero + g[p, oy, ox]
+                dx[p, r, q] = v if k == r * W + q else zero
+                dx[p, r, q + 1] = v if k == r * W + q + 1 else zero
+                dx[p, r + 1, q] = v if k == (r + 1) * W + q else zero
+                dx[p, r + 1, q + 1] = v if k == (r + 1) * W + q + 1 else zero
+            for x in range(2 * OW, W):
+                dx[p, r, x] = zero
+                dx[p, r + 1, x] = zero
+        for y in range(2 * OH, H):
+            for x in range(W):
+                dx[p, y, x] = zero
 
 
 @numba.njit(**_JIT)

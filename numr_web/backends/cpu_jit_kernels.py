@@ -21,7 +21,8 @@ import numpy as np
 from ..vocab._erf import _MAGIC, ERF_KMAX, ERF_N, _erf_tables
 from ..vocab.act_numpy import GELU_A, GELU_C, INV_SQRT_2PI, SQRT1_2
 from .cpu_jit_cnn import (bn_apply, bn_dx, bn_grad_sums, bn_moments, col2im_wide,  # noqa: F401
-                          conv_bias_relu, im2col, max_pool_2x2, max_pool_backward,
+                          conv_bias_relu, im2col, max_pool_2x2, max_pool_2x2_backward,
+                          max_pool_backward,
                           to_rows_wide)
 
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
