@@ -1,6 +1,6 @@
 // optim.wgsl — the Adam / AdamW update of one float32 parameter in one pass: p, m, v in, the new
-// p, m, v out; SGD's (sgd below) likewise. The arithmetic of numr_web/nn/optim/optimizer.py (Adam._update), operation for
-// operation:
+// p, m, v out; SGD's (sgd below) likewise. The arithmetic of numr_web/nn/optim/optimizer.py
+// (Adam._update), operation for operation:
 //   DECAY_DECOUPLED: base = p * F    DECAY_L2: g = g + p * F    DECAY_NONE: base = p
 //   m = m + (g - m) * W  (LERP_HI: g - (g - m) * W1; FIRST: m stands at 0)
 //   v = v * B2 + (g * W2) * g  (FIRST: (g * W2) * g)

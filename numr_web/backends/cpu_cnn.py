@@ -247,8 +247,7 @@ class CpuCNN:
                                                out_hw)
         best = np.empty((p, 1) + tuple(out_hw), x.dtype)
         idx = np.empty(best.shape, np.int32)
-        two_by_two = (tuple(kernel), tuple(stride), tuple(padding), tuple(dilation)) == \
-            ((2, 2), (2, 2), (0, 0), (1, 1))
+        two_by_two = _two_by_two(kernel, stride, padding, dilation)
         jit = cpu_jit.kernels() if base is not None and two_by_two else None
 
         def body(i):
@@ -279,8 +278,8 @@ class CpuCNN:
         # windows that share no element: each dx element is 0 + one window's g, or 0
         disjoint = all(stride[a] >= dilation[a] * (kernel[a] - 1) + 1 for a in (0, 1))
         jit = cpu_jit.kernels()
-        two_by_two = (tuple(kernel), tuple(stride), tuple(padding), tuple(dilation)) == \
-            ((2, 2), (2, 2), (0, 0), (1, 1)) and 2 * out_hw[0] <= H and 2 * out_hw[1] <= W
+        two_by_two = _two_by_two(kernel, stride, padding, dilation) and \
+            2 * out_hw[0] <= H and 2 * out_hw[1] <= W           # (no window past the input)
 
         def body(i):
             a, b = parts[i]
@@ -302,6 +301,13 @@ class CpuCNN:
                 dx[a:b] = d[:, :, ph:ph + H, pw:pw + W]
         parallel_for(len(parts), body)
         return dx.reshape(x_shape)
+
+
+def _two_by_two(kernel, stride, padding, dilation):
+    """Whether a pool is the common 2x2 of stride 2 (no padding or dilation): its compiled
+    loops are unrolled for it."""
+    return (tuple(kernel), tuple(stride), tuple(padding), tuple(dilation)) == \
+        ((2, 2), (2, 2), (0, 0), (1, 1))
 
 
 def _max_pool_inside(best, idx, x, taps, base, offs):

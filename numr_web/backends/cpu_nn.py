@@ -113,7 +113,7 @@ class CpuNN:
             # rows' share of the weight and bias gradients in float64, then the chunks in order
             parts = blocks(rows, max(1, NORM_GRAD_CHUNK // n))
             wants = (0 if weight is None else n, 0 if weight is None or rms else n)
-            dw_part, db_part = (np.zeros((len(parts), k)) for k in wants)
+            dw_part, db_part = (np.empty((len(parts), k)) for k in wants)   # (zeroed there)
 
             def run(i):
                 r0, r1 = parts[i]

@@ -1,9 +1,10 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
-for the weight and bias gradients' partial column sums), the Adam / AdamW update (one kernel per
-parameter instead of a dozen elementwise ones; SGD's likewise), and the scatter-add of whole rows (an embedding's
-backward: its L indices sorted, not every element). Cases the kernels do not cover fall back to
-the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
+for the weight and bias gradients' partial column sums), the Adam / AdamW and SGD updates (one
+kernel per parameter instead of a dozen elementwise ones), and the scatter-add of whole rows (an
+embedding's backward: its L indices sorted, not every element). Cases the kernels do not cover
+fall back to the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's
+device timer."""
 from __future__ import annotations
 
 import math
@@ -176,6 +177,10 @@ class CudaNN:
         return xp.ascontiguousarray(xp.moveaxis(out.reshape((shape[axis],) + tuple(rest)), 0, axis))
 
     # -- Adam / AdamW ------------------------------------------------------------------------------
+    def _update_grid(self, n):
+        """The optimizer kernels' grid over n elements (a grid-stride loop past the cap)."""
+        return (max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms)),)
+
     adam_takes_found = True               # adam_update(found=...) skips the step on the device
 
     def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found=None):
@@ -199,8 +204,7 @@ class CudaNN:
                                         for d in DECAY.values() for f in (False, True)))
         n = p.size
         if n:
-            blocks = max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms))
-            fn((blocks,), (UPDATE_BLOCK,),
+            fn(self._update_grid(n), (UPDATE_BLOCK,),
                (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
                 step.astype(xp.float32, copy=False) if dev else 0,
                 0 if found is None else found.astype(xp.float32, copy=False), n, float(factor),
@@ -229,8 +233,7 @@ class CudaNN:
                          lambda: (f"sgd_f32<{_b(f)}>" for f in (False, True)))
         n = p.size
         if n:
-            blocks = max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms))
-            fn((blocks,), (UPDATE_BLOCK,),
+            fn(self._update_grid(n), (UPDATE_BLOCK,),
                (p, g, 0 if first or not momentum else xp.ascontiguousarray(buf), po,
                 0 if bo is None else bo, n, flags, float(weight_decay), float(momentum),
                 float(1 - dampening), float(lr)))

@@ -18,15 +18,22 @@ def _f32(x):
     return struct.unpack("<I", struct.pack("<f", float(x)))[0]
 
 
-def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, lr, b1, step):
-    """p, g, m, v: float32 GPUArrays of one size (m, v None on the first step); outs: three new
-    dense arrays (p, m, v); step: the count t, a number or a 0-d float32 GPUArray (DEV)."""
+def _parameter(d, p, g):
+    """The metadata words and bindings every update starts from: the size, p and g."""
     n = p.size
     words = L.new()
     words[L.N] = n
     bufs = {}
     bufs["p"], words[L.OFFSET_P] = d.bind(p, p.offset, n)
     bufs["g"], words[L.OFFSET_G] = d.bind(g, g.offset, n)
+    return words, bufs
+
+
+def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, lr, b1, step):
+    """p, g, m, v: float32 GPUArrays of one size (m, v None on the first step); outs: three new
+    dense arrays (p, m, v); step: the count t, a number or a 0-d float32 GPUArray (DEV)."""
+    n = p.size
+    words, bufs = _parameter(d, p, g)
     if m is not None:
         bufs["m"], words[L.OFFSET_M] = d.bind(m, m.offset, n)
         bufs["v"], words[L.OFFSET_V] = d.bind(v, v.offset, n)
@@ -51,11 +58,7 @@ def sgd(d, p, g, buf, outs, weight_decay, momentum, dampening, nesterov, maximiz
     """p, g (and buf, the momentum buffer, None on the first step): float32 GPUArrays of one
     size; outs: (new p, new buf or None without momentum), dense."""
     n = p.size
-    words = L.new()
-    words[L.N] = n
-    bufs = {}
-    bufs["p"], words[L.OFFSET_P] = d.bind(p, p.offset, n)
-    bufs["g"], words[L.OFFSET_G] = d.bind(g, g.offset, n)
+    words, bufs = _parameter(d, p, g)
     if momentum and buf is not None:
         bufs["m"], words[L.OFFSET_M] = d.bind(buf, buf.offset, n)
     bufs["po"] = d.bind_whole(outs[0])
