@@ -10,7 +10,7 @@ CuPy (cuda) and WebGPU (native wgpu or a browser tab through Pyodide).
 Layers, bottom up: errors, dtypes, shapes, gradmode, host -> backends/ -> autograd -> tensor,
 creation -> ops/ (the op vocabulary) -> nn, data, models -> apps/ (cli, demos, training). docs/architecture.md walks a call.
 """
-from .dtypes import bool_, float16, float32, float64, int32, DType, get_dtype
+from .dtypes import bool_, bfloat16, float16, float32, float64, int32, DType, get_dtype
 from .errors import (BackendLimitError, BackendUnavailableError, DTypeError, DeviceError,
                      IndexOutOfRangeError,
                      GradientError, KernelError, NumrError, ShapeError, StateDictError,

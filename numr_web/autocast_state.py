@@ -3,9 +3,9 @@
 Inside `with nr.autocast("cuda"):` (or a function decorated with it) each op of the tables below
 casts its floating-point tensor arguments on that device before it runs:
 
-  * LOWER ops (GEMMs, convolutions, attention) run in the autocast dtype, float16 (numr has no
-    bfloat16 dtype yet: dtype=bfloat16 is refused with a DTypeError; torch's cpu default,
-    bfloat16, is float16 here);
+  * LOWER ops (GEMMs, convolutions, attention) run in the autocast dtype: float16 (the default
+    on every device; torch's cpu default is bfloat16), or bfloat16 where the device holds it
+    (the cpu; elsewhere DTypeError when the region opens);
   * FP32 ops (softmax, log_softmax, the losses, layer / RMS norm, exp / log / pow, sum, prod,
     cumulative sums) run in float32 whatever their inputs;
   * PROMOTE ops take the widest floating dtype of their arguments;
@@ -71,13 +71,8 @@ def _check_dtype(device, dtype):
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or str(dtype)
     if name.startswith("torch."):                   # torch.float16 as a dtype object
         dtype = name = name[6:]
-    if "bfloat16" in name:
-        raise DTypeError(
-            f"autocast({device!r}, dtype=bfloat16): numr_web has no bfloat16 dtype (numpy has "
-            "none, and WGSL neither); use dtype=float16 (with nr.amp.GradScaler against gradient "
-            "underflow), or leave dtype out")
     d = dt.get_dtype(dtype)
-    allowed = ["float16"]
+    allowed = ["float16", "bfloat16"]
     if d.name not in allowed:
         raise DTypeError(f"autocast({device!r}): dtype must be one of {allowed} (the lower "
                          f"precision the listed ops run in), got {d.name}")
@@ -104,8 +99,14 @@ class autocast:
     def _check_device(self):
         """The device can run the dtype: asked when a region opens (not when a decorator is
         made), so that naming a device does not start it."""
+        from .backends import get_backend
+        if self.fast_dtype is dt.bfloat16:
+            try:
+                get_backend(self.device).check_dtype(dt.bfloat16)
+            except DTypeError as e:
+                raise DTypeError(f"autocast({self.device!r}, dtype=bfloat16): {e}; use "
+                                 "dtype=float16 (with nr.amp.GradScaler) there") from None
         if self.device == "webgpu" and self.fast_dtype is dt.float16:
-            from .backends import get_backend
             be = get_backend("webgpu")
             if not be.f16:
                 raise DTypeError(

@@ -1,8 +1,9 @@
 """DType objects and type promotion.
 
 Promotion rules (PyTorch's, written down):
-  * bool < int32 < float16 < float32 < float64: combining two tensors gives the higher one
-    (float16 with float32 -> float32; int32 with float16 -> float16).
+  * bool < int32 < float16, bfloat16 < float32 < float64: combining two tensors gives the higher
+    one (float16 with float32 -> float32; int32 with float16 -> float16); float16 with bfloat16
+    gives float32 (neither holds the other's values: float16 has the precision, bfloat16 the range).
   * 0-d tensors and Python/numpy scalars are "weak": they decide only when of a higher category
     (bool < integer < floating) than the tensors with dimensions; a float scalar with an integer
     tensor gives the default float (float32), an int scalar with a bool tensor int32.
@@ -44,10 +45,13 @@ class DType:
 bool_ = DType("bool", 1, "b", "?", 0)
 int32 = DType("int32", 4, "i", "i", 1)
 float16 = DType("float16", 2, "f", "e", 2)
+# float32's top 16 bits (8 exponent bits, 7 fraction bits); no struct code: packed as uint16 bits
+bfloat16 = DType("bfloat16", 2, "f", "", 2)
 float32 = DType("float32", 4, "f", "f", 3)
 float64 = DType("float64", 8, "f", "d", 4)
 
-ALL = (bool_, int32, float16, float32, float64)
+ALL = (bool_, int32, float16, bfloat16, float32, float64)
+NARROW_FLOATS = (float16, bfloat16)     # computed in float32 and rounded once
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": int32, "bool_": bool_,
                  # torch's 64-bit integer names: int32 is the widest integer (README), so
@@ -92,6 +96,8 @@ def get_dtype(d) -> DType:
 
 def promote(a: DType, b: DType) -> DType:
     """Result dtype of combining two tensors of the same category rank (the lattice's join)."""
+    if a.rank == b.rank and a is not b:        # float16 with bfloat16
+        return float32
     return a if a.rank >= b.rank else b
 
 
@@ -150,6 +156,37 @@ def round_half(x):
     """A Python float rounded to float16 (to nearest, ties to even; beyond its range +-inf), as a
     Python float. Pure Python: the browser has no numpy."""
     return struct.unpack("<e", struct.pack("<e", half_range(x)))[0]
+
+
+_FLOAT32_BEYOND = 3.3961775292304223e38   # bfloat16's largest finite value plus half a step
+
+
+def bfloat16_bits(x):
+    """A Python float as bfloat16's 16 bits: rounded to float32, then to nearest, ties to even
+    (torch's and ml_dtypes' conversion through float); beyond bfloat16's range +-inf, NaN quiet."""
+    if x != x:
+        return 0x7FC0
+    if abs(x) >= _FLOAT32_BEYOND:
+        return 0xFF80 if x < 0 else 0x7F80
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
+def bfloat16_value(bits):
+    """bfloat16's 16 bits -> its value as a Python float."""
+    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+
+
+def round_bfloat16(x):
+    """A Python float rounded to bfloat16, as a Python float."""
+    return bfloat16_value(bfloat16_bits(x))
+
+
+def round_to(x, dtype):
+    """A Python float rounded to a narrow float dtype (float16, bfloat16); other dtypes: x."""
+    if dtype is float16:
+        return round_half(x)
+    return round_bfloat16(x) if dtype is bfloat16 else x
 
 
 def is_scalar(x):

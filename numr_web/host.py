@@ -79,7 +79,7 @@ def from_data(data, backend):
     """-> (host object, its dtype). The host object is one of: something `backend` adopts as it
     is, a numpy array, a HostArray, or a (flat list, shape) pair."""
     if backend.adopts(data):
-        if data.dtype.kind not in "biuf":
+        if data.dtype.kind not in "biuf" and data.dtype.name != "bfloat16":
             raise DTypeError(f"cannot make a tensor from an array of dtype {data.dtype}; "
                              "expected bool, integer or floating-point data")
         return data, dt.get_dtype(data.dtype)
@@ -91,7 +91,7 @@ def from_data(data, backend):
     if hasattr(data, "__dlpack__") or hasattr(data, "__array__") or hasattr(data, "dtype"):
         np = _numpy_or_raise(data)
         arr = np.from_dlpack(data) if dlpack_device_type(data) == DLPACK_CPU else np.asarray(data)
-        if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind not in "biuf" and arr.dtype.name != "bfloat16":      # ml_dtypes'
             raise DTypeError(f"cannot make a tensor from an array of dtype {arr.dtype}; expected "
                              "bool, integer or floating-point data")
         return arr, dt.get_dtype(arr.dtype)
@@ -149,6 +149,8 @@ def buffer_values(buf, dtype):
     raw = memoryview(buf).cast("B")
     if dtype is dt.float16:
         return list(struct.unpack(f"<{len(raw) // 2}e", raw))
+    if dtype is dt.bfloat16:
+        return [dt.bfloat16_value(b) for b in struct.unpack(f"<{len(raw) // 2}H", raw)]
     return raw.cast(dtype.typecode).tolist()
 
 
@@ -178,6 +180,8 @@ def convert(host, src, dst):
             flat = [float(x) for x in flat]
         if dst is dt.float16:                             # values beyond float16 become +-inf
             buf = struct.pack(f"<{len(flat)}e", *[dt.half_range(x) for x in flat])
+        elif dst is dt.bfloat16:                          # as uint16 bits
+            buf = struct.pack(f"<{len(flat)}H", *[dt.bfloat16_bits(x) for x in flat])
         elif dst is dt.bool_:
             buf = bytes(bytearray(flat))
         else:
@@ -197,6 +201,9 @@ def convert(host, src, dst):
             raise DTypeError(f"values in [{lo}, {hi}] do not fit int32 (-2**31..2**31-1); "
                              "convert them to float64 first")
     with _numpy_errstate():
+        if dst is dt.bfloat16:        # through float32, as torch rounds (ml_dtypes: in one step)
+            import ml_dtypes          # (the device holding bfloat16 has imported it already)
+            return host.astype("float32").astype(ml_dtypes.bfloat16)
         return host.astype(dst.name)
 
 

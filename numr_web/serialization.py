@@ -7,9 +7,10 @@ back to back with no holes. Written like the reference library writes it (metada
 sorted by dtype then name, header padded with spaces to a multiple of 8), so files are
 byte-identical to its output. No numpy: this runs in Pyodide, where bytes travel as bytes.
 
-Dtypes: F32, F64, F16, I32 and BOOL map to numr's. numr has no 64-bit or 8/16-bit integers and no
-bfloat16, so loading converts: I64/U64/U32/I16/U16/I8/U8 -> int32 (DTypeError if a value does not
-fit), BF16 -> float32 (exact). Other dtypes (F8_*, complex) raise DTypeError.
+Dtypes: F32, F64, F16, BF16, I32 and BOOL map to numr's. numr has no 64-bit or 8/16-bit integers,
+so loading converts: I64/U64/U32/I16/U16/I8/U8 -> int32 (DTypeError if a value does not fit).
+BF16 loads as float32 (exact; every device holds it), or as bfloat16 with load(dtype=bfloat16)
+where the device holds that (the cpu). Other dtypes (F8_*, complex) raise DTypeError.
 
 In the browser, reading a tensor back is asynchronous: `await save_bytes_async(state_dict)` gives
 the file's bytes there (nr.save and save_bytes block, which needs JSPI in a browser).
@@ -30,8 +31,9 @@ from .errors import DTypeError, NumrError, ShapeError
 from .tensor import Tensor
 
 # numr dtype -> safetensors code; _RANK: the reference writer's order (its Dtype enum, descending)
-_CODE = {"float64": "F64", "float32": "F32", "int32": "I32", "float16": "F16", "bool": "BOOL"}
-_RANK = {"F64": 4, "F32": 3, "I32": 2, "F16": 1, "BOOL": 0}
+_CODE = {"float64": "F64", "float32": "F32", "int32": "I32", "bfloat16": "BF16", "float16": "F16",
+         "bool": "BOOL"}
+_RANK = {"F64": 5, "F32": 4, "I32": 3, "BF16": 2, "F16": 1, "BOOL": 0}
 # safetensors code -> (struct/array typecode, item size, numr dtype it loads as)
 _READ = {"F64": ("d", 8, dt.float64), "F32": ("f", 4, dt.float32), "F16": ("e", 2, dt.float16),
          "BF16": ("H", 2, dt.float32), "BOOL": ("?", 1, dt.bool_), "I32": ("i", 4, dt.int32),
@@ -55,6 +57,7 @@ async def _tensor_bytes_async(t):
 
 def _tensor_from_bytes(raw, shape, dtype, device):
     be = get_backend(device)
+    be.check_dtype(dtype)
     return Tensor._wrap(be.from_host(HostArray(raw, shape, dtype), dtype), dtype, device)
 
 
@@ -201,6 +204,9 @@ def _check_layout(header, data_len):
 def _decode(name, info, raw, device, want):
     code, shape = info["dtype"], tuple(info["shape"])
     tc, size, dtype = _READ[code]
+    if code == "BF16" and want is dt.bfloat16:
+        return _tensor_from_bytes(memoryview(_swap(raw, 2)) if _BIG_ENDIAN else raw, shape,
+                                  want, device)
     if code == "BF16":                    # bfloat16 is float32's top half: widen by zero bytes
         wide = bytearray(2 * len(raw))
         wide[2::4], wide[3::4] = raw[0::2], raw[1::2]
@@ -223,6 +229,8 @@ def _convert_floats(raw, src, dst):
         raise DTypeError(f"load(dtype=...) converts floating-point tensors; got {dst.name}")
     n = len(raw) // src.itemsize
     vals = struct.unpack(f"={n}{src.typecode}", raw)
+    if dst is dt.bfloat16:
+        return memoryview(struct.pack(f"={n}H", *[dt.bfloat16_bits(v) for v in vals]))
     if dst is not dt.float16:             # array rounds like a C cast (overflow -> +-inf)
         return memoryview(array.array(dst.typecode, vals)).cast("B")
     # array has no float16; struct refuses what float16 rounds to +-inf

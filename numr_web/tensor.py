@@ -224,6 +224,7 @@ class Tensor(OpMethods):
             device = normalize_device(device)
             if device != out.device:
                 dst = get_backend(device)
+                dst.check_dtype(out.dtype)
                 moved = Tensor._wrap(dst.transfer_from(out._backend, out._data), out.dtype,
                                      device, dst)
                 out = attach(moved._data, OPS["to_device"], (out,), {"device": device}, moved)
@@ -238,6 +239,7 @@ class Tensor(OpMethods):
         dtype = dt.get_dtype(dtype)
         if dtype is self.dtype:
             return self
+        self._backend.check_dtype(dtype)
         if not dtype.is_floating and self.requires_grad:
             with no_grad():
                 return apply(OPS["astype"], self, dtype=dtype)
@@ -247,6 +249,7 @@ class Tensor(OpMethods):
     def float(self): return self.astype(dt.float32)
     def double(self): return self.astype(dt.float64)
     def half(self): return self.astype(dt.float16)
+    def bfloat16(self): return self.astype(dt.bfloat16)
     def int(self): return self.astype(dt.int32)
     # int32 is the widest integer dtype (README): torch's 64-bit .long() gives int32 here
     def long(self): return self.astype(dt.int32)
@@ -301,6 +304,7 @@ class Tensor(OpMethods):
         be = get_backend(device)
         src_host, src_dtype = host.from_data(data, be)
         dtype = dtype or src_dtype
+        be.check_dtype(dtype)
         return cls._wrap(be.from_host(host.convert(src_host, src_dtype, dtype), dtype), dtype,
                          device, be)
 

@@ -13,7 +13,7 @@ import inspect
 import math
 
 from .. import dtypes
-from ..errors import BackendLimitError
+from ..errors import BackendLimitError, DTypeError
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names, numpy_function
 from .array_nn import ArrayNN
@@ -48,11 +48,18 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
 
     def __init__(self):
         xp = self.xp
-        self._np_dtype = {d: getattr(xp, _NP_NAMES.get(d.name, d.name)) for d in dtypes.ALL}
+        self._np_dtype = {d: getattr(xp, _NP_NAMES.get(d.name, d.name)) for d in dtypes.ALL
+                          if d is not dtypes.bfloat16}
+        bf16 = self._bfloat16_type()
+        if bf16 is not None:
+            self._np_dtype[dtypes.bfloat16] = bf16
         self._our_dtype = {xp.dtype(v).char: d for d, v in self._np_dtype.items()}
         self._ufuncs = {}
         self._compare = None
         self._half, self._bool = xp.dtype(xp.float16), xp.dtype(xp.bool_)
+        # the dtypes computed in float32 and rounded once (float16; bfloat16 where it exists)
+        self._narrow = frozenset(xp.dtype(self._np_dtype[d]) for d in dtypes.NARROW_FLOATS
+                                 if d in self._np_dtype)
         self._quiet_numpy()
 
     # Methods whose host-side numpy work can overflow or meet NaN on every array backend (the
@@ -104,9 +111,26 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         except AttributeError:
             return False
 
+    def _bfloat16_type(self):
+        """The array library's bfloat16 scalar type, or None where it has none."""
+        return None
+
+    def check_dtype(self, dtype):
+        if dtype not in self._np_dtype:
+            raise DTypeError(f"{dtype.name} is not supported on {self.device}: "
+                             f"{self._missing_dtype_hint(dtype)}")
+        return dtype
+
+    def _missing_dtype_hint(self, dtype):
+        return "use float32 or float16"
+
     def _widen(self, h):
-        """float16 -> float32 for computing; other dtypes unchanged."""
-        return h.astype(self.xp.float32) if h.dtype == self.xp.float16 else h
+        """float16 / bfloat16 -> float32 for computing; other dtypes unchanged."""
+        return h.astype(self.xp.float32) if h.dtype in self._narrow else h
+
+    def _floating(self, h):
+        """Whether an array holds floats (ml_dtypes' bfloat16 is numpy kind "V")."""
+        return h.dtype.kind == "f" or h.dtype in self._narrow
 
     # -- memory --------------------------------------------------------------------------------------
     def adopts(self, obj):
@@ -167,8 +191,10 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
 
     # -- elementwise --------------------------------------------------------------------------------------
     def astype(self, h, dtype):
-        if dtype is dtypes.bool_ and h.dtype.kind == "f":
+        if dtype is dtypes.bool_ and self._floating(h):
             return h != 0                 # NaN is True, as in C and torch (CuPy's cast gave False)
+        if dtype is dtypes.bfloat16 and h.dtype not in self._narrow:  # through float32, as torch
+            h = h.astype(self.xp.float32)
         return h.astype(self._np_dtype[dtype])
 
     def unary(self, op, h):
@@ -182,7 +208,7 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         ha = type(a) is nd or hasattr(a, "dtype")         # (a numpy scalar is a 0-d operand)
         hb = type(b) is nd or hasattr(b, "dtype")
         dtype = a.dtype if ha else b.dtype
-        if dtype == self._half:                            # computed in float32, rounded once
+        if dtype in self._narrow:                          # computed in float32, rounded once
             a, b = (self._widen(a) if ha else a), (self._widen(b) if hb else b)
         out = f(a, b)
         if self._compare is None:
@@ -217,7 +243,7 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
     def _reduce(self, op, h, axes, keepdims, pairwise):
         """reduce with the accumulation chosen: pairwise (numpy's own float sum) or, where
         numpy would add one row at a time, in float64."""
-        if op in ("sum", "mean") and h.dtype.kind == "f" and h.dtype.itemsize < 8 and \
+        if op in ("sum", "mean") and self._floating(h) and h.dtype.itemsize < 8 and \
                 not pairwise:
             out = getattr(self.xp, op)(h, axis=axes, keepdims=keepdims, dtype=self.xp.float64)
             return self._asarray(out, h.dtype)
@@ -252,7 +278,7 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         xp = self.xp
         if h.dtype.kind == "b":
             h = h.astype(xp.int32)
-        if h.dtype.kind == "f":
+        if self._floating(h):
             nan = xp.isnan(h)
             key = xp.where(nan, 0, -h if descending else h)
             order = xp.argsort(key, axis=axis, kind="stable")

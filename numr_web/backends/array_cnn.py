@@ -23,7 +23,7 @@ class ArrayCNN(ComposedConv):
     def _channel_bias_act(self, z, bias, act):
         """ComposedConv's, with the bias added by the transposing copy and the activation in
         place."""
-        if z.dtype == self._half or (bias is not None and bias.dtype != z.dtype):
+        if z.dtype in self._narrow or (bias is not None and bias.dtype != z.dtype):
             return super()._channel_bias_act(z, bias, act)
         out = self.xp.empty(z.shape, dtype=z.dtype)
         if bias is not None:

@@ -37,7 +37,7 @@ class ArrayNN(ArrayCNN):
         one = self.scatter_unique(shape, axis, index, src)
         if one is not None:
             return one
-        out = xp.zeros(shape, dtype=xp.float32 if src.dtype == xp.float16 else src.dtype)
+        out = xp.zeros(shape, dtype=xp.float32 if src.dtype in self._narrow else src.dtype)
         if out.size:
             xp.add.at(out, self._index_tuple(index, axis), src)   # sequential: a fixed order
         return out.astype(src.dtype, copy=False)
@@ -206,7 +206,7 @@ class ArrayNN(ArrayCNN):
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         n, c, h, w = c6.shape[0], c6.shape[1], x_shape[2], x_shape[3]
         oh, ow = c6.shape[-2:]
-        acc = xp.float32 if c6.dtype == xp.float16 else c6.dtype
+        acc = xp.float32 if c6.dtype in self._narrow else c6.dtype
         out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=acc)
         for i in range(kh):
             for j in range(kw):

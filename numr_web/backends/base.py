@@ -145,6 +145,8 @@ class Backend:
         import numpy as np
         dt = self.dtype_of(h)
         np_dt = {"bool": np.bool_, "float16": np.float16}.get(dt.name, dt.name)
+        if dt.name == "bfloat16":          # numpy's bfloat16 is ml_dtypes'; else its bits as uint16
+            np_dt = _bfloat16_or_bits(np)
         return np.frombuffer(self.to_bytes(h), dtype=np_dt).reshape(h.shape).copy()
 
     def to_list(self, h):
@@ -363,6 +365,14 @@ class HostTimer:
     @staticmethod
     def extra_rows():
         return ()
+
+
+def _bfloat16_or_bits(np):
+    try:
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    except ImportError:
+        return np.uint16
 
 
 def _bytes_to_list(data, dtype, shape):

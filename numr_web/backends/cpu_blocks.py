@@ -28,6 +28,18 @@ CACHE_BLOCK = 1 << 16
 MIN_BLOCK = 1 << 15
 
 
+def is_narrow(x):
+    """Whether x is a float16 or bfloat16 array (ml_dtypes' bfloat16: numpy kind "V", 2 bytes;
+    numr has no other 2-byte float or void dtype): computed in float32 and rounded once."""
+    d = getattr(x, "dtype", None)
+    return d is not None and d.itemsize == 2 and d.kind in "fV"
+
+
+def widen(x):
+    """A float16 / bfloat16 array as float32; other arrays unchanged."""
+    return x.astype(np.float32) if is_narrow(x) else x
+
+
 def big(*arrays):
     """Whether an op on these operands is large enough for blocks (cpu_threads.parallel_min).
     (The hottest methods inline this test: a small op must cost what it did before blocks.)"""

@@ -22,19 +22,15 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names
 from . import cpu_jit
-from .cpu_blocks import (Plan, alloc, big, blocks_or_one, column_blocks, corner, layout,
-                         one_pass_block, pass_block, row_blocks, split_axis)
+from .cpu_blocks import (Plan, alloc, big, blocks_or_one, column_blocks, corner, is_narrow,
+                         layout, one_pass_block, pass_block, row_blocks, split_axis)
+from .cpu_blocks import widen as _widen      # (_blocked's flag is named widen)
 from .cpu_threads import SETTINGS, blocks, num_threads, parallel_for, settings
 
 _FN = {"fwd": "fwd", "dz": "dz", "d2": "d2", "ds": "ds"}
-_HALF = np.dtype(np.float16) if np else None
 _REDUCERS = ("sum", "mean", "max", "min", "prod")
 # Rows per chunk of a column sum (column_sum): fixed, so the sum's order depends on the shape only
 COLUMN_SUM_ROWS = 1024
-def _widen(x):
-    return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
-
-
 def jit_act(name, dtype):
     """(compiled loops, fwd, d1, d1's tail, its limit) of activation `name` on arrays of `dtype`
     (cpu_jit_kernels.ACT_ROWS), or None:
@@ -97,8 +93,8 @@ class CpuElementwise:
     # -- elementwise -----------------------------------------------------------------------------
     def _blocked(self, fn, out_dtype, operands, block=None, widen=True):
         """fn(*operands) elementwise into a new array of out_dtype, laid out as numpy's one call
-        would, block by block (operands broadcast together; float16 operands widened to
-        float32 per block when `widen`)."""
+        would, block by block (operands broadcast together; float16 / bfloat16 operands
+        widened to float32 per block when `widen`)."""
         shape = np.broadcast_shapes(*(np.shape(x) for x in operands))
         probe = fn(*[_widen(corner(x)) if widen else corner(x) for x in operands])
         plan = Plan(shape, operands, one_pass_block(math.prod(shape)) if block is None else block,
@@ -107,7 +103,7 @@ class CpuElementwise:
         src = [plan.prepare(x) for x in operands]
         dst = plan.prepare(out)
         direct = isinstance(fn, np.ufunc) and getattr(probe, "dtype", None) == out.dtype and \
-            not (widen and any(getattr(x, "dtype", None) == _HALF for x in operands))
+            not (widen and any(is_narrow(x) for x in operands))
 
         def body(i):
             args = [plan.view(s, i) for s in src]
@@ -183,7 +179,7 @@ class CpuElementwise:
             if bias_grad:
                 dbias = column_sum(dz) if big(dz) else dz.sum(axis=tuple(range(dz.ndim - 1)))
             return dz, dbias
-        if not big(dy) or dy.ndim == 0 or dy.shape != s.shape or dy.dtype == _HALF or \
+        if not big(dy) or dy.ndim == 0 or dy.shape != s.shape or is_narrow(dy) or \
                 (y is not None and y.shape != dy.shape):
             return super().act_backward(act, dy, s, y, bias_grad)
         if act == "none":

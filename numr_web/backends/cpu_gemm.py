@@ -31,12 +31,12 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from ..vocab.activations import ACT
-from .cpu_blocks import big, blocks_or_one, pass_block, row_blocks, thread_block
+from .cpu_blocks import big, blocks_or_one, is_narrow, pass_block, row_blocks, thread_block
+from .cpu_blocks import widen as _widen
 from .cpu_elementwise import jit_act
 from .cpu_threads import (blocks, can_hold_blas, in_parallel, num_threads,
                           parallel_blas_for, parallel_for, parallel_min, single_threaded_blas)
 
-_HALF = np.dtype(np.float16) if np else None
 _FLOAT32 = np.dtype(np.float32) if np else None
 # A 2-D GEMM with a K at least SPLIT_K_MIN long and an output of at most SPLIT_K_MAX_OUT elements
 # is computed as partial products over chunks of SPLIT_K_CHUNK (fixed: the result does not depend
@@ -67,10 +67,6 @@ def split_k(a, b):
     n = b.shape[1]
     return k >= SPLIT_K_MIN and m * n <= SPLIT_K_MAX_OUT and k >= 4 * max(m, n) and \
         a.dtype.kind == "f" and b.dtype == a.dtype
-
-
-def _widen(x):
-    return x.astype(np.float32) if getattr(x, "dtype", None) == _HALF else x
 
 
 def _aligned(n, parts, step):
@@ -205,12 +201,12 @@ class _Epilogue:
 class CpuGemm:
     def _gemm_operands(self, a, b):
         """(a2, b, out shape) with a's batch dims folded into its rows when b is one matrix
-        (float16 widened to float32, densely copied where the fold needs a copy); None for a
+        (float16 / bfloat16 widened to float32, densely copied where the fold needs a copy); None for a
         batched b (numpy's loop over the batch)."""
         if b.ndim != 2:
             return None
-        if a.ndim > 2 and big(a) and (a.dtype == _HALF or self._needs_copy(a, (-1, a.shape[-1]))):
-            a = self._dense_copy(a, np.float32 if a.dtype == _HALF else None)
+        if a.ndim > 2 and big(a) and (is_narrow(a) or self._needs_copy(a, (-1, a.shape[-1]))):
+            a = self._dense_copy(a, np.float32 if is_narrow(a) else None)
         a, b = _widen(a), _widen(b)
         shape = a.shape[:-1] + b.shape[-1:]
         return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b, shape

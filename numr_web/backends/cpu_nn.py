@@ -18,11 +18,12 @@ except ImportError:         # no numpy (the browser): NumpyBackend.probe says so
     np = None
 
 from . import cpu_jit
-from .cpu_blocks import CACHE_BLOCK, big, blocks_or_one, one_pass_block, row_blocks, split_axis, thread_block
+from .cpu_blocks import (CACHE_BLOCK, big, blocks_or_one, is_narrow, one_pass_block, row_blocks,
+                         split_axis, thread_block)
+from .cpu_blocks import widen as _widen
 from .cpu_elementwise import along, column_sum
 from .cpu_threads import blocks, num_threads, parallel_blas_for, parallel_for
 
-_HALF = np.dtype(np.float16) if np else None
 # Score elements per block of heads: a block's T x T temporaries stay in a core's L2 cache
 ATTENTION_BLOCK = 1 << 17
 # Elements per chunk of rows of a layer / RMS norm's compiled backward, each of which adds its
@@ -95,7 +96,7 @@ class CpuNN:
                 yb *= w
             if b is not None:
                 yb += b
-        parallel_for(len(parts), half if x.dtype == _HALF else body)
+        parallel_for(len(parts), half if is_narrow(x) else body)
         lead = x.shape[:x.ndim - k]
         return (y.reshape(x.shape), None if rms else mean.reshape(lead), rstd.reshape(lead))
 
@@ -125,7 +126,7 @@ class CpuNN:
             db = None if weight is None or rms else \
                 db_part.sum(axis=0).astype(weight.dtype).reshape(weight.shape)
             return dx.reshape(x.shape), dw, db
-        if not big(x) or rows < 2 or n == 0 or dy.dtype == _HALF:
+        if not big(x) or rows < 2 or n == 0 or is_narrow(dy):
             return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
         g2 = self.reshape(dy, (rows, n))
         x2 = self.reshape(x, (rows, n))
@@ -310,7 +311,7 @@ class CpuNN:
         rows = _rows_index(None, axis, index)
         if rows is None or tuple(shape[1:]) != tuple(src.shape[1:]):
             return self._scatter_blocks(shape, axis, index, src)
-        out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
+        out = np.zeros(shape, dtype=np.float32 if is_narrow(src) else src.dtype)
         o2 = out.reshape(shape[0], -1)
         s2 = self.reshape(src, (src.shape[0], -1))
         jit = _jit_float(s2, o2)
@@ -349,7 +350,7 @@ class CpuNN:
         d = split_axis(index, [d for d in range(index.ndim) if d != axis])
         if d is None:
             return super().scatter_add(shape, axis, index, src)
-        out = np.zeros(shape, dtype=np.float32 if src.dtype == _HALF else src.dtype)
+        out = np.zeros(shape, dtype=np.float32 if is_narrow(src) else src.dtype)
         put = index.shape[axis] == 1
         parts = row_blocks(index.shape[d], index.size // index.shape[d],
                            one_pass_block(index.size))
@@ -373,10 +374,6 @@ def _jit_float(x, *others):
             any(a is not None and a.dtype != x.dtype for a in others):
         return None
     return jit
-
-
-def _widen(x):
-    return x.astype(np.float32) if x.dtype == _HALF else x
 
 
 def _causal_mask(tq, tk):

@@ -37,6 +37,18 @@ class NumpyBackend(CpuCNN, CpuBatchNorm, CpuNN, CpuOptim, CpuGemm, CpuElementwis
         super().__init__()
         self._memory = _physical_memory()
 
+    def _bfloat16_type(self):
+        try:
+            import ml_dtypes            # numpy's bfloat16 (JAX's): imported once, with the device
+        except ImportError:
+            return None
+        return ml_dtypes.bfloat16
+
+    def _missing_dtype_hint(self, dtype):
+        if dtype.name == "bfloat16":
+            return "numpy's bfloat16 comes from ml_dtypes: pip install ml_dtypes (or numr-web[cpu])"
+        return super()._missing_dtype_hint(dtype)
+
     @classmethod
     def probe(cls):
         try:

@@ -224,6 +224,7 @@ class Module:
     def cpu(self): return self.to("cpu")
     def cuda(self, device=None): return self.to("cuda")
     def half(self): return self.to(dtype="float16")
+    def bfloat16(self): return self.to(dtype="bfloat16")
     def float(self): return self.to(dtype="float32")
     def double(self): return self.to(dtype="float64")
 

@@ -30,8 +30,8 @@ def as_tensor(x, like, dtype=None):
         return x
     if dtype is not None and type(x) in dt.PY_NUMBERS:
         d = dt.get_dtype(dtype)
-        if d.kind == "f":      # float16: rounded once here, as an upload rounds it
-            v = dt.round_half(float(x)) if d is dt.float16 else float(x)
+        if d.kind == "f":      # float16 / bfloat16: rounded once here, as an upload rounds it
+            v = dt.round_to(float(x), d)
             be = like._backend
             return like._wrap(be.full((), v, d), d, like.device, be)
     return Tensor._from_host(x, dt.get_dtype(dtype) if dtype is not None else None, like.device)

@@ -255,8 +255,8 @@ def norm(x, p="fro", dim=None, keepdim=False):
     if not x.dtype.is_floating:
         raise DTypeError(f"norm needs a floating-point tensor, got {x.dtype.name}; convert it "
                          "with .float()")
-    if x.dtype is dt.float16:             # accumulated in float32, as torch (70000 ones: 264.5)
-        return norm(x.astype(dt.float32), p, dim, keepdim).astype(dt.float16)
+    if x.dtype in dt.NARROW_FLOATS:       # accumulated in float32, as torch (70000 ones: 264.5)
+        return norm(x.astype(dt.float32), p, dim, keepdim).astype(x.dtype)
     axis, keep = axis_args(dim, None, keepdim, False)
     if p in ("fro", 2, 2.0):
         s = (x * x).sum(axis, keepdims=keep)

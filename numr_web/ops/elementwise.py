@@ -273,7 +273,7 @@ def binary(name, a, b):
             return _int_pow(a, b, d)
     t, s, rev = (a, b, False) if type(b) in dt.PY_NUMBERS else (b, a, True)
     if type(s) in dt.PY_NUMBERS and isinstance(t, Tensor) and t.dtype.kind == "f" \
-            and t.dtype is not dt.float16 and name not in _INT_ONLY:
+            and t.dtype not in dt.NARROW_FLOATS and name not in _INT_ONLY:
         # the common case, a float tensor and a Python number: the tensor's dtype, no promotion
         s = float(s)
         if not (t._requires_grad and is_grad_enabled()):
@@ -314,11 +314,11 @@ def binary(name, a, b):
         t = t.astype(d)
     s = s.item() if hasattr(s, "item") else s
     s = float(s) if d.kind == "f" else int(s)
-    if d is dt.float16 and not (name in ("mul", "div") or name == "floor_divide" and ta):
-        # as torch rounds the scalar operand of a float16 op (x == 0.1 holds where x =
-        # float16(0.1); x + 1e10 is x + inf; x ** 3.3 is x ** 3.30078), except in x * s, x / s,
-        # s / x and x // s, which keep the scalar's precision
-        s = dt.round_half(s)
+    if d in dt.NARROW_FLOATS and not (name in ("mul", "div") or name == "floor_divide" and ta):
+        # as torch rounds the scalar operand of a float16 / bfloat16 op (x == 0.1 holds where
+        # x = float16(0.1); x + 1e10 is x + inf; x ** 3.3 is x ** 3.30078), except in x * s,
+        # x / s, s / x and x // s, which keep the scalar's precision
+        s = dt.round_to(s, d)
     if d.kind != "f" and not -2 ** 31 <= s < 2 ** 31:
         raise DTypeError(f"{name}: the scalar {s} does not fit the {d.name} operand "
                          "(-2**31..2**31-1); use a float scalar or convert the tensor with "

@@ -14,7 +14,8 @@ from .common import method_class, need_tensor
 from .elementwise import binary, unary, where
 from .generated import FUNCTIONS
 
-_LARGEST = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+_LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+            "float64": 1.7976931348623157e308}
 
 
 def round(input, *, decimals=0):  # noqa: A001, A002 (torch's names)

@@ -136,7 +136,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def _var(x, dim, correction, keepdim, unbiased, name):
-    """The variance, float16 computed in float32 (torch's accumulation type: the squares of a
+    """The variance, float16 / bfloat16 computed in float32 (torch's accumulation type: the squares of a
     float16 tensor overflow where the variance, or its square root, does not)."""
     if isinstance(dim, bool):                  # var(x, True): the unbiased overload
         dim, unbiased = None, dim
@@ -148,7 +148,7 @@ def _var(x, dim, correction, keepdim, unbiased, name):
     need_tensor(x, name)
     if not x.dtype.is_floating:
         raise DTypeError(f"{name} of a {x.dtype.name} tensor needs a floating dtype; use x.float()")
-    if x.dtype is dt.float16:
+    if x.dtype in dt.NARROW_FLOATS:
         x = x.astype(dt.float32)
     axes = sh.normalize_axes(_all_if_empty(dim), x.ndim)
     n = sh.prod(x.shape[a] for a in axes)

@@ -28,10 +28,10 @@ for _name, _value in list(globals().items()):
 
 from ..devices import Device as device  # noqa: E402
 from ..dtypes import DType as dtype  # noqa: E402
-from ..dtypes import bool_ as bool, float16, float32, float64, int32  # noqa: E402,A004
+from ..dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32  # noqa: E402,A004
 from ..errors import UnsupportedError  # noqa: E402,F401
 from ..tensor import Size, Tensor  # noqa: E402,F401
-from ._dtypes import (bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, short,  # noqa: E402,F401
+from ._dtypes import (float8_e4m3fn, float8_e5m2, int8, int16, short,  # noqa: E402,F401
                       uint8, uint16, uint32, uint64)
 from ._functions import (autocast, compile, embedding, finfo,  # noqa: E402,F401,A004
                          get_default_dtype, get_float32_matmul_precision, iinfo,

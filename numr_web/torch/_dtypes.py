@@ -1,6 +1,7 @@
-"""torch's dtype objects. The ones numr_web stores are its own DTypes under torch's names
-(torch.long and torch.int64 are int32, the widest integer here: README); the others exist so that
-code naming them imports, and using one raises DTypeError saying what to use instead."""
+"""torch's dtype objects numr_web has no storage for. The ones it stores are its own DTypes under
+torch's names (torch.long and torch.int64 are int32, the widest integer here: README; bfloat16 is
+held on the cpu device); these exist so that code naming them imports, and using one raises
+DTypeError saying what to use instead."""
 from __future__ import annotations
 
 from ..dtypes import UnsupportedDType
@@ -8,9 +9,6 @@ from ..dtypes import UnsupportedDType
 _NARROW_INT = ("numr_web has no 8/16-bit integers: values wrap around differently; use "
                "torch.int32 (torch.long) or torch.bool")
 
-bfloat16 = UnsupportedDType("bfloat16", 2, "f", "there is no bfloat16 storage (WGSL has no "
-                            "bfloat16 type): use torch.float16 (half) or torch.float32; "
-                            "torch.cuda.is_bf16_supported() is False here")
 uint8 = UnsupportedDType("uint8", 1, "i", _NARROW_INT)
 int8 = UnsupportedDType("int8", 1, "i", _NARROW_INT)
 int16 = UnsupportedDType("int16", 2, "i", _NARROW_INT)

@@ -75,7 +75,8 @@ def get_float32_matmul_precision():
 class finfo:
     """torch.finfo(dtype): bits, eps, max, min, tiny (smallest normal), resolution."""
 
-    _TABLE = {"float16": (16, 10, 15), "float32": (32, 23, 127), "float64": (64, 52, 1023)}
+    _TABLE = {"float16": (16, 10, 15), "bfloat16": (16, 7, 127), "float32": (32, 23, 127),
+              "float64": (64, 52, 1023)}
 
     def __init__(self, type=None):  # noqa: A002
         d = dt.get_dtype(dt.float32 if type is None else type)

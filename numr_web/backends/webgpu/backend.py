@@ -156,7 +156,8 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
             raise DTypeError("float16 needs the WebGPU feature 'shader-f16', which this adapter "
                              f"({self.adapter.name}) lacks; use float32")
         if dtype.name not in ITEMSIZE:
-            raise DTypeError(f"dtype {dtype.name} is not supported on webgpu")
+            raise DTypeError(f"dtype {dtype.name} is not supported on webgpu (WGSL has no "
+                             f"{dtype.name}); use float32 or float16")
         return dtype
 
     def dtype_of(self, h):

@@ -27,7 +27,7 @@ def device_count():
 
 
 def is_bf16_supported(including_emulation=True):
-    return False                        # numr_web has no bfloat16 storage
+    return False                        # numr_web holds bfloat16 on the cpu device only
 
 
 def current_device():
