@@ -147,7 +147,15 @@ def _dev(lib, device):
     return "cpu" if lib is torch else device
 
 
-@pytest.mark.parametrize("name", ["bfloat16", "uint8", "int8", "int16"])
+def test_bfloat16_is_numr_web_s_on_the_cpu():
+    d = ntorch.bfloat16
+    assert d is nr.bfloat16 and nr.get_dtype(d) is d and d.is_floating_point
+    for t in (ntorch.zeros(2, dtype=d), ntorch.ones(2).to(d), ntorch.tensor([1.5], dtype=d),
+              ntorch.ones(2).bfloat16()):
+        assert t.dtype is d
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16"])
 def test_dtypes_without_storage_raise_dtype_error_when_used(name):
     d = getattr(ntorch, name)
     assert d.name == name and d != ntorch.float32
