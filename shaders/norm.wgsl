@@ -1,5 +1,5 @@
-// norm.wgsl — layer norm and RMS norm over dense rows of N elements, forward and backward; batch
-// norm (below).
+// norm.wgsl — layer norm and RMS norm over dense rows of N elements, forward and backward; softmax
+// cross-entropy and batch norm (below).
 // LANES invocations share a row (WG / LANES rows per workgroup); their partial sums (f32) meet in
 // a tree in workgroup memory. LANES = 1: one invocation per row, no barriers (CPU adapters);
 // 32: short rows on GPUs; WG: long rows.
@@ -24,6 +24,21 @@ fn row_sum(v: f32, lid: u32) -> f32 {
     let total = red[lid - lane];
     workgroupBarrier();
     return total;
+}
+
+// the max of v over the LANES invocations of a row (each of them gets it)
+fn row_max(v: f32, lid: u32) -> f32 {
+    if (LANES == 1u) { return v; }
+    let lane = lid % LANES;
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) { red[lid] = max(red[lid], red[lid + s]); }
+        workgroupBarrier();
+    }
+    let m = red[lid - lane];
+    workgroupBarrier();
+    return m;
 }
 
 fn weight(j: u32) -> f32 {
@@ -110,6 +125,92 @@ fn layer_norm_bwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
             if (!RMS) { d = d - mg; }
             y[yb + j] = S(d * rs);
             if (HAS_W) { gx[mu(W_OFFSET_GX) + r * n + j] = dyj * xhat; }
+        }
+    }
+}
+
+// -- softmax cross-entropy over rows of N classes ----------------------------------------------------
+// With m = max_j x_j, e_j = exp(x_j - m), S = sum_j e_j (p_j = e_j / S):
+//   loss = log S - (1 - s) (x[label] - m) - (s / N) sum_j (x_j - m)  (s: SMOOTH), 0 where the label
+//   is IGNORE; (m, S, the others' sum S - e_label added without it) saved, f32, for the backward:
+//   dx_j = dy_r (p_j - (1 - s) [j == label] - s / N), 0 in ignored rows; at the label
+//   p - 1 = -(others) / S, no cancellation where p is near 1.
+// Labels are in [0, N) or IGNORE (the ops layer checks them); clamped here all the same.
+@compute @workgroup_size(WG)
+fn xent(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let rows = mu(W_ROWS);
+    let n = mu(W_N);
+    let per = WG / LANES;
+    let lane = lid % LANES;
+    let s = mf(W_SMOOTH);
+    for (var g = wid.y * nwg.x + wid.x; g * per < rows; g = g + nwg.x * nwg.y) {
+        let r = g * per + lid / LANES;
+        var end = 0u;
+        var label = mi(W_IGNORE);
+        if (r < rows) {
+            end = n;
+            label = labels[mu(W_OFFSET_LABELS) + r];
+        }
+        let xb = mu(W_OFFSET_X) + r * n;
+        var m = -inf_f32();
+        for (var j = lane; j < end; j = j + LANES) { m = max(m, f32(x[xb + j])); }
+        m = row_max(m, lid);
+        var e = 0.0;
+        var others = 0.0;
+        var sx = 0.0;
+        for (var j = lane; j < end; j = j + LANES) {
+            let v = f32(x[xb + j]) - m;
+            let ev = exp(v);
+            e = e + ev;
+            if (i32(j) != label) { others = others + ev; }
+            if (SMOOTHING) { sx = sx + v; }
+        }
+        let total = row_sum(e, lid);
+        others = row_sum(others, lid);
+        if (SMOOTHING) { sx = row_sum(sx, lid); }
+        if (lane == 0u && r < rows) {
+            var loss = 0.0;
+            if (label != mi(W_IGNORE)) {
+                let c = u32(clamp(label, 0, i32(n) - 1));
+                loss = log(total) - (1.0 - s) * (f32(x[xb + c]) - m);
+                if (SMOOTHING) { loss = loss - s / f32(n) * sx; }
+            }
+            y[mu(W_OFFSET_Y) + r] = S(loss);
+            let o = mu(W_OFFSET_LSE) + 3u * r;
+            gx[o] = m;
+            gx[o + 1u] = total;
+            gx[o + 2u] = others;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn xent_bwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let rows = mu(W_ROWS);
+    let n = mu(W_N);
+    let per = WG / LANES;
+    let lane = lid % LANES;
+    let s = mf(W_SMOOTH);
+    for (var g = wid.y * nwg.x + wid.x; g * per < rows; g = g + nwg.x * nwg.y) {
+        let r = g * per + lid / LANES;
+        if (r >= rows) { continue; }
+        let label = labels[mu(W_OFFSET_LABELS) + r];
+        let keep = label != mi(W_IGNORE);
+        let o = mu(W_OFFSET_LSE) + 3u * r;
+        let m = coef[o];
+        let total = coef[o + 1u];
+        let gr = f32(dy[mu(W_OFFSET_DY) + r * mu(W_G_STRIDE)]);
+        let xb = mu(W_OFFSET_X) + r * n;
+        let yb = mu(W_OFFSET_Y) + r * n;
+        for (var j = lane; j < n; j = j + LANES) {
+            var d = exp(f32(x[xb + j]) - m) / total;
+            if (i32(j) == label) { d = s - coef[o + 2u] / total; }
+            if (SMOOTHING) { d = d - s / f32(n); }
+            var v = 0.0;
+            if (keep) { v = d * gr; }
+            y[yb + j] = S(v);
         }
     }
 }

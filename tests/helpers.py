@@ -122,3 +122,38 @@ def kernel_argv(args):
     buf = ctypes.create_string_buffer(b"".join(vals))
     base = ctypes.addressof(buf)
     return buf, (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
+
+
+def emu_compile(tmp, source, kernels):
+    """A library of `source` (kernel code) compiled with g++ against tests/cuda_emu.h, with
+    run_i(gx, bx, args) launching kernels[i] on gx blocks of bx threads."""
+    import ctypes
+    import shutil
+    import subprocess
+    from pathlib import Path
+    import pytest
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ is not installed")
+    runs = []
+    for i, name in enumerate(kernels):
+        runs += [f'extern "C" int run_{i}(unsigned gx, unsigned bx, void** args) {{',
+                 f"    return emu_launch(gx, 1, bx, 0, [&] {{ emu_call(&{name}, args); }});", "}"]
+    cpp, so = tmp / "kernels.cpp", tmp / "kernels.so"
+    cpp.write_text("\n".join(['#include "cuda_emu.h"', source] + runs))
+    r = subprocess.run([cxx, "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread",
+                        "-Wno-unknown-pragmas", "-I", str(Path(__file__).parent), "-o", str(so),
+                        str(cpp)], capture_output=True, text=True)
+    if r.returncode and "barrier" in r.stderr:
+        pytest.skip(f"{cxx} cannot compile tests/cuda_emu.h: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr
+    return ctypes.CDLL(str(so))
+
+
+def emu_run(lib, i, blocks, threads, args):
+    """Launch kernel i of an emu_compile library on `blocks` blocks of `threads` threads."""
+    import ctypes
+    keep, argv = kernel_argv(args)
+    fn = getattr(lib, f"run_{i}")
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    assert fn(blocks, threads, argv)

@@ -103,13 +103,14 @@ def test_every_kernel_family_compiles_with_nvrtc():
               for k in AT.KERNELS for dm in AT.TILED_DIMS if dm != 32 for dense in (False, True)]
     names += [G.attention_tiled(AT.TC_KERNELS[k], "half_t", dm, m, *AT.TC_TILES[k][dm])   # sm_80
               for k in AT.KERNELS for dm in AT.TILED_DIMS for m in ((0, 1, 2) if dm == 64 else (0,))]
-    for ct in G.C_TYPES.values():           # nn.cu: layer / RMS norm, row scatter-add
+    for ct in G.C_TYPES.values():           # nn.cu: layer / RMS norm, cross-entropy, row scatter-add
         b = ("false", "true")
         names += [f"ln_fwd<{ct}, {nt}, {r}, {w}, {bb}>" for nt in (1, 2, 4, 8, 16, 32)
                   for r in b for w in b for bb in b]
         names += [f"ln_bwd_dx<{ct}, {nt}, {r}, {w}>" for nt in (1, 32) for r in b for w in b]
         names += [f"ln_bwd_wb<{ct}, {r}, {bb}>" for r, bb in (b, b[::-1])]
         names.append(f"rows_seg_sum<{ct}>")
+        names += [f"{k}<{ct}, {sm}>" for k in ("xent_fwd", "xent_bwd") for sm in b]
     names += [f"adam_f32<{d}, {f}, {dev}, {hi}>" for d in (0, 1, 2) for f in ("false", "true")
               for dev in ("false", "true") for hi in ("false", "true")]
     ptx = _compile(G.source(), names)

@@ -4,11 +4,8 @@ order of operations (each operation rounded on its own, as the kernel's __f*_rn)
 (adam_f32): every decay kind, both of torch.lerp's forms, a first step (no moments yet) and a later one, the
 step count on the device, and GradScaler's flag, which leaves the parameter and its moments as
 they were (moments 0 on a first step) instead of updating them. SGD (sgd_f32): below."""
-import ctypes
 import math
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +13,10 @@ import pytest
 
 from numr_web.backends.cuda import nn as K
 
-from helpers import kernel_argv
+from helpers import emu_compile, emu_run
 
 CXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="g++ is not installed")
-HERE = Path(__file__).parent
 NN_CU = Path(K.__file__).with_name("nn.cu")
 DECAYS = {"none": 0, "l2": 1, "decoupled": 2}
 CASES = [(d, first, dev, hi) for d in DECAYS for first in (True, False) for dev in (False, True)
@@ -34,28 +30,11 @@ def _kernel_source():
     return text[start:end]
 
 
-def _compile(tmp, source, kernels):
-    """A library of `source` (a slice of nn.cu) with run_i(gx, bx, args) launching kernels[i]."""
-    runs = []
-    for i, name in enumerate(kernels):
-        runs += [f'extern "C" int run_{i}(unsigned gx, unsigned bx, void** args) {{',
-                 f"    return emu_launch(gx, 1, bx, 0, [&] {{ emu_call(&{name}, args); }});", "}"]
-    cpp, so = tmp / "kernels.cpp", tmp / "kernels.so"
-    cpp.write_text("\n".join(['#include "cuda_emu.h"', source] + runs))
-    r = subprocess.run([CXX, "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread",
-                        "-Wno-unknown-pragmas", "-I", str(HERE), "-o", str(so), str(cpp)],
-                       capture_output=True, text=True)
-    if r.returncode and "barrier" in r.stderr:
-        pytest.skip(f"{CXX} cannot compile tests/cuda_emu.h: {r.stderr.strip()[:200]}")
-    assert r.returncode == 0, r.stderr
-    return ctypes.CDLL(str(so))
+_compile = emu_compile
 
 
 def _run(lib, i, args):
-    keep, argv = kernel_argv(args)
-    fn = getattr(lib, f"run_{i}")
-    fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
-    assert fn(2, 64, argv)                      # 2 blocks of 64 threads over 300 elements
+    emu_run(lib, i, 2, 64, args)                # 2 blocks of 64 threads over 300 elements
 
 
 @pytest.fixture(scope="module")

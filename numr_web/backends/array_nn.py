@@ -55,6 +55,35 @@ class ArrayNN(ArrayCNN):
             out[self._index_tuple(index, axis)] = part + part.dtype.type(0)
         return out
 
+    # -- softmax cross-entropy -------------------------------------------------------------------------
+    def cross_entropy(self, x, labels, ignore_index, smoothing):
+        """In float64 (numpy's float32 exp and log are 2-4 ulps off), rounded once."""
+        xp = self.xp
+        m = x.max(axis=1, keepdims=True).astype(xp.float64)
+        sh = x.astype(xp.float64) - m
+        e = xp.exp(sh)
+        keep = labels != ignore_index
+        at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
+        total = e.sum(axis=1)
+        e[at] = 0
+        loss = xp.log(total) - (1 - smoothing) * sh[at]
+        if smoothing:
+            loss = loss - (smoothing / x.shape[1]) * sh.sum(axis=1)
+        stats = xp.stack([m[:, 0], total, e.sum(axis=1)], axis=1)
+        return self._asarray(xp.where(keep, loss, 0), x.dtype), stats
+
+    def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
+        xp = self.xp
+        d = xp.exp(x.astype(xp.float64) - stats[:, :1]) / stats[:, 1:2]
+        keep = labels != ignore_index
+        at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
+        d[at] = smoothing - stats[:, 2] / stats[:, 1]    # p - 1 = -(the others' share): exact
+        if smoothing:
+            d -= smoothing / x.shape[1]
+        d *= g.astype(xp.float64)[:, None]
+        d[~keep] = 0
+        return self._asarray(d, x.dtype)
+
     # -- normalization -----------------------------------------------------------------------------
     def layer_norm(self, x, weight, bias, k, eps, rms):
         xp = self.xp

@@ -255,6 +255,18 @@ class Backend:
     def layer_norm_backward(self, dy, x, weight, mean, rstd, k, rms):
         """(dx, dweight, dbias) in one pass over dy and x (dweight/dbias None without weight)."""
         raise NotImplementedError
+    def cross_entropy(self, x, labels, ignore_index, smoothing):
+        """Softmax cross-entropy per row of logits x (R, C), dense, with int32 labels (R,) (in
+        [0, C) or ignore_index: the ops layer checks): with m = max_c x_c, e_c = exp(x_c - m),
+        S = sum_c e_c, loss = log S - (1 - s)(x_label - m) - (s / C) sum_c (x_c - m) (s: label
+        smoothing), 0 where the label is ignore_index. Returns (loss (R,) of x's dtype, stats
+        (R, 3): m, S and the others' sum S - e_label, added without it), in one pass."""
+        raise NotImplementedError
+    def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
+        """dx (R, C) = g_r (p_c - (1 - s) [c == label] - s / C), p_c = e_c / S, 0 in ignored
+        rows; at the label p - 1 = -(S - e_label) / S from the stats, free of cancellation where
+        p is near 1. g (R,) may be a broadcast view (a mean's gradient)."""
+        raise NotImplementedError
     def attention(self, q, k, v, mask, causal, scale):
         """softmax(q @ k^T * scale + mask) @ v over the last two dims, batch dims alike.
         mask: None, a bool handle (True: attend) or a float handle (added), broadcastable to

@@ -36,6 +36,35 @@ SCATTER_COLUMNS = 96
 
 class CpuNN:
     # -- normalization ---------------------------------------------------------------------------
+    def cross_entropy(self, x, labels, ignore_index, smoothing):
+        """ArrayNN's float64 rows, blocks of rows on the threads (rows are independent: the
+        same bits)."""
+        rows, n = x.shape
+        if not big(x) or rows < 2:
+            return super().cross_entropy(x, labels, ignore_index, smoothing)
+        loss, stats = np.empty(rows, x.dtype), np.empty((rows, 3))
+        parts, base = row_blocks(rows, n), super()
+
+        def body(i):
+            r0, r1 = parts[i]
+            loss[r0:r1], stats[r0:r1] = base.cross_entropy(x[r0:r1], labels[r0:r1],
+                                                           ignore_index, smoothing)
+        parallel_for(len(parts), body)
+        return loss, stats
+
+    def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
+        rows, n = x.shape
+        if not big(x) or rows < 2:
+            return super().cross_entropy_backward(x, labels, stats, g, ignore_index, smoothing)
+        dx, parts, base = np.empty(x.shape, x.dtype), row_blocks(rows, n), super()
+
+        def body(i):
+            r0, r1 = parts[i]
+            dx[r0:r1] = base.cross_entropy_backward(x[r0:r1], labels[r0:r1], stats[r0:r1],
+                                                    g[r0:r1], ignore_index, smoothing)
+        parallel_for(len(parts), body)
+        return dx
+
     def layer_norm(self, x, weight, bias, k, eps, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)

@@ -12,6 +12,7 @@ import warnings
 from .. import dtypes as dt
 from ..autograd import apply
 from ..errors import BackendLimitError, DTypeError, ShapeError
+from ..gradmode import is_create_graph
 from ..autocast_state import active as amp_active, cast as amp_cast
 from ..tensor import Tensor
 from .common import as_tensor, check_same_device
@@ -19,6 +20,32 @@ from .elementwise import where
 from ..vocab.registry import OPS, register
 
 register("one_hot", lambda be, x, n, dtype: (be.one_hot(x, n, dtype), None), None)
+
+
+def _xent_forward(be, x, labels, ignore_index, smoothing):
+    loss, lse = be.cross_entropy(be.contiguous(x), labels, ignore_index, smoothing)
+    return loss, {"lse": lse}
+
+
+def _xent_vjp(n, g):
+    """dx = g (softmax(x) - (1 - s) onehot - s / C), 0 in ignored rows: one kernel from the
+    saved log-sum-exp; composed (differentiable again) under create_graph."""
+    x, labels = n.args
+    ignore, s = n.attrs["ignore_index"], n.attrs["smoothing"]
+    if is_create_graph():
+        keep = (labels != ignore).reshape(-1, 1)
+        d = x.softmax(-1) - one_hot(where(labels != ignore, labels, 0), x.shape[1],
+                                    x.dtype) * (1 - s)
+        return where(keep, (d - s / x.shape[1]) * g.reshape(-1, 1), 0.0), None
+    be = g._backend
+    dx = be.cross_entropy_backward(be.contiguous(x._data), labels._data, n.saved_handle("lse"),
+                                   g._data, ignore, s)
+    return g._wrap(dx, x.dtype, x.device, be), None
+
+
+# one row: logits (R, C), labels (R,) -> the loss per row (0 where ignored); its VJP reads the
+# logits and the saved log-sum-exp
+register("cross_entropy", _xent_forward, _xent_vjp)
 
 
 def _check_labels(labels, n, op, ignore_index=None, what="labels"):
@@ -92,8 +119,8 @@ def _class_weight(weight, like, C, what):
     return w
 
 
-def _picked(lp, target, lead, C, w, ignore_index, what):
-    """Per row: -lp[label] * weight[label] (0 for ignored rows), and the row weights."""
+def _labels(target, lead, C, ignore_index, what):
+    """The class-index target as one label per row (R,), its shape and values checked."""
     if target.dtype.kind != "i":
         raise DTypeError(f"{what}: target must be int32 class indices, got {target.dtype.name}")
     if target.shape != lead:
@@ -101,6 +128,12 @@ def _picked(lp, target, lead, C, w, ignore_index, what):
                          f"{(lead[:1] + (C,) + lead[1:]) if lead else (C,)}, got {target.shape}")
     labels = target.reshape(-1)
     _check_labels(labels, C, what, ignore_index, "targets")
+    return labels
+
+
+def _picked(lp, target, lead, C, w, ignore_index, what):
+    """Per row: -lp[label] * weight[label] (0 for ignored rows), and the row weights."""
+    labels = _labels(target, lead, C, ignore_index, what)
     keep = labels != ignore_index                           # rows that count
     idx = where(keep, labels, 0)                            # an ignored row reads class 0 ...
     # one gather of each row's label (O(rows)), not a one-hot mask over every class (O(rows C))
@@ -151,13 +184,20 @@ def cross_entropy(logits, target, weight=None, size_average=None, ignore_index=-
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ShapeError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     rows, lead, C = _class_rows(logits, "cross_entropy")
-    lp = rows.log_softmax(-1)
-    w = _class_weight(weight, lp, C, "cross_entropy")
+    w = _class_weight(weight, rows, C, "cross_entropy")
     if target.dtype.is_floating:                           # class probabilities
-        return _soft_targets(lp, target, C, lead, w, reduction, label_smoothing, logits)
+        return _soft_targets(rows.log_softmax(-1), target, C, lead, w, reduction,
+                             label_smoothing, logits)
     if target.dtype.kind != "i":
         raise DTypeError(f"cross_entropy: target must be int32 class indices or float "
                          f"probabilities, got {target.dtype.name}")
+    if w is None and rows.size:                            # the fused row: one kernel each way
+        labels = _labels(target, lead, C, ignore_index, "cross_entropy")
+        per_row = apply(OPS["cross_entropy"], rows, labels, ignore_index=int(ignore_index),
+                        smoothing=float(label_smoothing))
+        return _reduce(per_row, None if reduction != "mean" else
+                       (labels != ignore_index).astype(per_row.dtype), reduction, lead)
+    lp = rows.log_softmax(-1)
     nll, w_rows, kept = _picked(lp, target, lead, C, w, ignore_index, "cross_entropy")
     loss = _reduce(nll, w_rows, reduction, lead)
     if label_smoothing:

@@ -160,6 +160,81 @@ def test_nll_loss_all_ignored_is_nan_as_torch(device):
     assert np.isnan(got) and np.isnan(want)
 
 
+@pytest.mark.parametrize("reduction", RED)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_labels_shapes_ignore_index_smoothing(device, reduction, smoothing):
+    """Class-index targets without a weight: the one fused row (loss and row stats in one
+    kernel, the gradient in one more), every shape torch takes, ignored rows, label smoothing,
+    against torch in float64. Bounds: K ulps of the magnitudes of the terms each result adds
+    (its cancellations, p - s / C, are the formula's, also torch's): 4 on the cpu (float64
+    inside); on a GPU its float32 exp, which WGSL allows 3 + 2 |x| ulps, at x - max(x)."""
+    r = _rng(5)
+    u = 2.0 ** -24
+
+    def both(logits, lab, **kw):
+        logits = np.asarray(logits, np.float32)
+        a = nr.tensor(logits, device=device, requires_grad=True)
+        out = F.cross_entropy(a, nr.tensor(lab, device=device), reduction=reduction,
+                              label_smoothing=smoothing, **kw)
+        w = _rng(7).uniform(0.5, 1.5, out.shape).astype(np.float32)
+        (out * nr.tensor(w, device=device)).sum().backward()
+        t = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+        tl = torch.tensor(lab, dtype=torch.long)
+        want = TF.cross_entropy(t, tl, reduction=reduction, label_smoothing=smoothing, **kw)
+        (want * torch.tensor(w, dtype=torch.float64)).sum().backward()
+        # the terms' magnitudes: a row's loss adds |log p_label| and s mean |log p|; an element
+        # of the gradient g_row (p + (1 - s) [label] + s / C)
+        cd = 1 if t.ndim > 1 else 0
+        C, lp = t.shape[cd], torch.log_softmax(t.detach(), cd)
+        sh = (t.detach() - t.detach().amax(cd, keepdim=True)).abs().numpy()
+        K = np.full(sh.shape, 4 * u) if device == "cpu" else (8 + 2 * sh) * u
+        Krow = K.max(cd) * (np.log(C) + 1) if reduction == "none" else \
+            K.max() * (np.log(C) + 1)                # log S: a sum of C terms, then its log
+        keep = (tl != kw.get("ignore_index", -100)).double()
+        onehot = TF.one_hot(tl.clamp(min=0), C).double().movedim(-1, cd)
+        # (+ 1: log S, S >= 1, carries S's relative error as an absolute one)
+        row = ((-lp * onehot).sum(cd) + smoothing * lp.abs().mean(cd) + 1) * keep
+        mag = row if reduction == "none" else row.sum() / (keep.sum() if reduction == "mean"
+                                                            else 1)
+        assert np.all(np.abs(out.numpy() - want.detach().numpy()) <= Krow * mag.numpy()), \
+            f"loss {logits.shape}"
+        gr = torch.tensor(w, dtype=torch.float64) * keep
+        if reduction == "mean":
+            gr = gr / keep.sum()
+        gmag = (gr.unsqueeze(cd) * (lp.exp() + (1 - smoothing) * onehot + smoothing / C)).abs()
+        err = np.abs(a.grad.numpy() - t.grad.numpy())
+        assert np.all(err <= K * gmag.numpy()), \
+            f"grad {logits.shape} {float((err / (gmag.numpy() + 1e-300)).max() / u)} ulps"
+
+    both(r.normal(size=(7, 5)) * 3, np.array([0, 4, -100, 2, 1, 3, 4], np.int32))
+    both(r.normal(size=(6, 70)) * 3, r.integers(0, 70, 6).astype(np.int32))     # > a warp
+    both(r.normal(size=(5, 4)), np.array([1, 3, 3, 0, 3], np.int32), ignore_index=3)
+    both(r.normal(size=(2, 3, 4, 5)), r.integers(0, 3, (2, 4, 5)).astype(np.int32))
+    both(r.normal(size=(4, 6)) + 1000, np.array([5, 0, 2, 3], np.int32))          # far from 0
+    if reduction != "none":
+        both(r.normal(size=(5,)), np.array(2, np.int32))                          # (C,)
+
+
+def test_cross_entropy_gradient_of_a_confident_row_keeps_its_digits(device):
+    """p near 1 at the label: p - 1 (about -3e-6 here) to a few ulps of its own size, not of 1
+    (exp(x - lse) - 1 in float32 would lose all but a few of its bits)."""
+    x = np.array([[0.0, 0.5, -0.5, 13.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    lab = np.array([3, 0], np.int32)
+    a = nr.tensor(x, device=device, requires_grad=True)
+    F.cross_entropy(a, nr.tensor(lab, device=device), reduction="sum").backward()
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    TF.cross_entropy(t, torch.tensor(lab, dtype=torch.long), reduction="sum").backward()
+    got, want = a.grad.numpy()[0, 3], t.grad.numpy()[0, 3]
+    assert abs(got - want) <= (4 if device == "cpu" else 16) * 2.0 ** -24 * abs(want), (got, want)
+
+
+def test_cross_entropy_all_ignored_mean_is_nan_as_torch(device):
+    got = F.cross_entropy(nr.tensor([[1.0, 2.0]], device=device),
+                          nr.tensor([-100], device=device)).item()
+    assert np.isnan(got) and np.isnan(TF.cross_entropy(torch.tensor([[1.0, 2.0]]),
+                                                       torch.tensor([-100])).item())
+
+
 def test_cross_entropy_keeps_torch_positional_order(device):
     logits = np.random.default_rng(4).normal(size=(5, 3))
     lab = np.array([0, 2, 1, 1, 0], np.int32)

@@ -1,5 +1,5 @@
 // numr_web cuda backend: the fused nn kernels (launched by nn.py): layer / RMS norm forward and
-// backward, and the Adam / AdamW update. Appended to kernels.cu by codegen.py (uses its IO<S>).
+// backward, softmax cross-entropy forward and backward, the Adam / AdamW and SGD updates. Appended to kernels.cu by codegen.py (uses its IO<S>).
 // Storage S: float, double, half_t (computed in float, rounded once); C: the compute type.
 
 // sum over the 32 lanes of a warp (every lane gets it)
@@ -155,6 +155,83 @@ __global__ void __launch_bounds__(256) ln_bwd_wb(
     }
     pw[blockIdx.y * n + j] = aw;
     if (HB) pb[blockIdx.y * n + j] = ab;
+}
+
+// -- softmax cross-entropy, one warp per row of n classes ------------------------------------------
+// With m = max_j x_j, e_j = exp(x_j - m), S = sum_j e_j (p_j = e_j / S): loss = log S -
+// (1 - s)(x[label] - m) - (s / n) sum_j (x_j - m) (s: label smoothing), 0 where label == ignore;
+// stats (m, S, the others' sum S - e_label added without it) for the backward:
+// dx_j = g (p_j - (1 - s) [j == label] - s / n), 0 in ignored rows, at the label p - 1 =
+// -others / S (no cancellation where p is near 1); g: one value per row, g_stride 0 for one value
+// broadcast. As array_nn.cross_entropy; the ops layer checks the labels (clamped here all the same).
+template <typename C> __device__ __forceinline__ C warp_max(C v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <typename S, bool SMOOTH>
+__global__ void __launch_bounds__(256) xent_fwd(
+        const S* __restrict__ x, const int* __restrict__ labels, S* __restrict__ loss,
+        typename IO<S>::C* __restrict__ stats, long long rows, long long n, long long ignore,
+        double smoothing) {
+    typedef typename IO<S>::C C;
+    const int lane = threadIdx.x & 31;
+    const long long row = ROW_OF_WARP;
+    if (row >= rows) return;
+    const S* xr = x + row * n;
+    const long long label = labels[row];
+    C m = C(-__int_as_float(0x7f800000));          // -inf
+    for (long long j = lane; j < n; j += 32) m = fmax(m, IO<S>::ld(xr[j]));
+    m = warp_max(m);                         // a NaN is dropped here, and met by the sums below
+    C e = C(0), others = C(0), sx = C(0);
+    for (long long j = lane; j < n; j += 32) {
+        const C v = IO<S>::ld(xr[j]) - m;
+        const C ev = exp(v);
+        e += ev;
+        if (j != label) others += ev;
+        if (SMOOTH) sx += v;
+    }
+    const C total = warp_sum(e);
+    others = warp_sum(others);
+    if (SMOOTH) sx = warp_sum(sx);
+    if (lane == 0) {
+        C out = C(0);
+        if (label != ignore) {
+            const C s = C(smoothing);
+            out = log(total) - (C(1) - s) * (IO<S>::ld(xr[label < 0 ? 0 : label >= n ? n - 1
+                                                             : label]) - m);
+            if (SMOOTH) out -= s / C(n) * sx;
+        }
+        loss[row] = IO<S>::st(out);
+        stats[3 * row] = m;
+        stats[3 * row + 1] = total;
+        stats[3 * row + 2] = others;
+    }
+}
+
+template <typename S, bool SMOOTH>
+__global__ void __launch_bounds__(256) xent_bwd(
+        const S* __restrict__ x, const int* __restrict__ labels,
+        const typename IO<S>::C* __restrict__ stats, const S* __restrict__ g, long long g_stride,
+        S* __restrict__ dx, long long rows, long long n, long long ignore, double smoothing) {
+    typedef typename IO<S>::C C;
+    const int lane = threadIdx.x & 31;
+    const long long row = ROW_OF_WARP;
+    if (row >= rows) return;
+    const S* xr = x + row * n;
+    S* dr = dx + row * n;
+    const long long label = labels[row];
+    const bool keep = label != ignore;
+    const C m = stats[3 * row], total = stats[3 * row + 1];
+    const C gr = IO<S>::ld(g[row * g_stride]);
+    const C s = C(smoothing), sn = s / C(n);
+    for (long long j = lane; j < n; j += 32) {
+        C d = exp(IO<S>::ld(xr[j]) - m) / total;
+        if (j == label) d = s - stats[3 * row + 2] / total;
+        if (SMOOTH) d -= sn;
+        dr[j] = IO<S>::st(keep ? d * gr : C(0));
+    }
 }
 
 // -- Adam / AdamW: one pass over a parameter ---------------------------------------------------------

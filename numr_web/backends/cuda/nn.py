@@ -1,6 +1,7 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
-for the weight and bias gradients' partial column sums), the Adam / AdamW and SGD updates (one
+for the weight and bias gradients' partial column sums), softmax cross-entropy (one warp per row,
+one kernel each way), the Adam / AdamW and SGD updates (one
 kernel per parameter instead of a dozen elementwise ones), and the scatter-add of whole rows (an
 embedding's backward: its L indices sorted, not every element). Cases the kernels do not cover
 fall back to the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's
@@ -108,6 +109,39 @@ class CudaNN:
         db = None if pb is None else pb.sum(axis=0).astype(weight.dtype, copy=False) \
             .reshape(weight.shape)
         return dx, dw, db
+
+    # -- softmax cross-entropy -----------------------------------------------------------------------
+    def cross_entropy(self, x, labels, ignore_index, smoothing):
+        ct, (rows, n) = self._ct.get(x.dtype.char), x.shape
+        if ct is None or rows == 0 or n == 0:
+            return super().cross_entropy(x, labels, ignore_index, smoothing)
+        xp = self.xp
+        x, labels = xp.ascontiguousarray(x), xp.ascontiguousarray(labels)
+        loss = xp.empty((rows,), dtype=x.dtype)
+        stats = xp.empty((rows, 3), dtype=xp.float64 if ct == "double" else xp.float32)
+        fn = self._xent_fn("xent_fwd", ct, smoothing)
+        fn((-(-rows // WARPS),), (32 * WARPS,),
+           (x, labels, loss, stats, rows, n, int(ignore_index), float(smoothing)))
+        return loss, stats
+
+    def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
+        ct, (rows, n) = self._ct.get(x.dtype.char), x.shape
+        if ct is None or rows == 0 or n == 0:
+            return super().cross_entropy_backward(x, labels, stats, g, ignore_index, smoothing)
+        xp = self.xp
+        x, labels = xp.ascontiguousarray(x), xp.ascontiguousarray(labels)
+        g_stride = 0 if g.strides[0] == 0 else 1      # a mean's gradient: one value, broadcast
+        g = g if g_stride == 0 else xp.ascontiguousarray(g)
+        dx = xp.empty(x.shape, dtype=x.dtype)
+        fn = self._xent_fn("xent_bwd", ct, smoothing)
+        fn((-(-rows // WARPS),), (32 * WARPS,),
+           (x, labels, xp.ascontiguousarray(stats), g, g_stride, dx, rows, n, int(ignore_index),
+            float(smoothing)))
+        return dx
+
+    def _xent_fn(self, kernel, ct, smoothing):
+        return self._nn_fn(f"{kernel}<{ct}, {_b(smoothing)}>",
+                           lambda: (f"{kernel}<{ct}, {_b(v)}>" for v in (False, True)))
 
     # -- scatter-add ---------------------------------------------------------------------------------
     def scatter_add(self, shape, axis, index, src):

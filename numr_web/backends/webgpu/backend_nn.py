@@ -71,8 +71,29 @@ class NNPrimitives(ComposedConv):
         return outs
 
     # -- normalization -----------------------------------------------------------------------------
-    def _norm_lanes(self, n):
-        return norm.lanes(n, self.loop_budget, self.cpu_adapter)
+    def _norm_lanes(self, n, what="layer norm"):
+        return norm.lanes(n, self.loop_budget, self.cpu_adapter, what)
+
+    def cross_entropy(self, x, labels, ignore_index, smoothing):
+        rows, n = x.shape
+        loss = self.d.alloc((rows,), x.dtype)
+        stats = self.d.alloc((rows, 3), float32)       # max, sum, the others' sum
+        if rows:
+            norm.cross_entropy(self.d, self.contiguous(x), self.contiguous(labels), loss, stats,
+                               rows, n, ignore_index, smoothing,
+                               self._norm_lanes(n, "cross_entropy"))
+        return loss, stats
+
+    def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
+        rows, n = x.shape
+        dx = self.d.alloc(x.shape, x.dtype)
+        if rows and n:
+            stride = 0 if g.strides[0] == 0 else 1      # a mean's gradient: one value, broadcast
+            norm.cross_entropy_backward(self.d, self.contiguous(x), self.contiguous(labels),
+                                        self.contiguous(stats), g if stride == 0 else
+                                        self.contiguous(g), stride, dx, rows, n, ignore_index,
+                                        smoothing, self._norm_lanes(n, "cross_entropy"))
+        return dx
 
     def layer_norm(self, x, weight, bias, k, eps, rms):
         lead = x.shape[:x.ndim - k]

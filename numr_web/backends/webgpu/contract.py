@@ -267,6 +267,11 @@ NORM = KernelFile(
         ("BN_S", "batch norm: elements per channel and sample"), ("OFFSET_SV", "offset of sv"),
         ("BN_CHUNK", "batch norm: elements per chunk"), ("BN_CHUNKS", "chunks per channel"),
         ("OFFSET_Z", "batch norm: element offset of zo"),
+        ("OFFSET_LABELS", "cross-entropy: element offset of the labels"),
+        ("OFFSET_LSE", "cross-entropy: element offset of the row stats (gx / coef)"),
+        ("IGNORE", "cross-entropy: the ignored label (i32 bits)"),
+        ("SMOOTH", "cross-entropy: label smoothing (f32 bits)"),
+        ("G_STRIDE", "cross-entropy backward: dy's row stride (0: one value broadcast)"),
     ], arrays=[]),
     slots=[
         ("x", "read", "array<S>", "x, rows of N (dense)"),
@@ -282,13 +287,16 @@ NORM = KernelFile(
                                            "batch norm: partial sums, then coefficients"),
         ("sv", "read", "array<S>", "batch norm backward: what act's backward reads (y or z)"),
         ("zo", "read_write", "array<S>", "batch norm: z = the pre-activation (WRITE_Z)"),
-        ("coef", "read", "array<f32>", "batch norm backward: the forward's gx (mean, rstd)"),
+        ("coef", "read", "array<f32>", "batch norm backward: the forward's gx (mean, rstd); "
+                                        "cross-entropy backward: the row stats"),
+        ("labels", "read", "array<i32>", "cross-entropy: one label per row"),
     ],
     entries={"layer_norm": ("x", "y", "w", "b", "mean", "rstd"),
              "layer_norm_bwd": ("x", "y", "w", "mean_in", "rstd_in", "dy", "gx"),
              "bn_stats": ("x", "gx", "dy", "sv", "coef"), "bn_apply": ("x", "gx", "y", "zo"),
              "bn_finalize": ("x", "gx", "w", "b", "mean_in", "rstd_in", "coef"),
-             "bn_bwd_dx": ("x", "gx", "y", "dy", "sv", "coef")},
+             "bn_bwd_dx": ("x", "gx", "y", "dy", "sv", "coef"),
+             "xent": ("x", "y", "gx", "labels"), "xent_bwd": ("x", "y", "dy", "coef", "labels")},
     overrides=[
         ("RMS", "bool", "false", "RMSNorm: no mean"),
         ("HAS_W", "bool", "false", "a weight"),
@@ -296,6 +304,7 @@ NORM = KernelFile(
         ("LANES", "u32", "256u", "invocations per row: 1, 32 or WG (launch_norm.lanes)"),
         ("ACT", "u32", "0u", "batch norm: the activation (ACT_*)"), ("WRITE_Z", "bool", "false", ""),
         ("TRAIN", "bool", "false", "batch statistics"), ("BWD", "bool", "false", "the backward"),
+        ("SMOOTHING", "bool", "false", "cross-entropy: label smoothing (its sum of x)"),
     ],
 )
 

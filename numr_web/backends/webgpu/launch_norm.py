@@ -1,5 +1,5 @@
-"""Launcher of shaders/norm.wgsl: layer norm / RMS norm forward and backward over dense rows,
-`lanes` invocations per row. The backward writes dx and, with a weight, gx = dy * xhat, which the backend sums over
+"""Launcher of shaders/norm.wgsl: layer norm / RMS norm and softmax cross-entropy, forward and
+backward over dense rows, `lanes` invocations per row. The backward writes dx and, with a weight, gx = dy * xhat, which the backend sums over
 the rows (its reductions are scheduled within the loop budget) for the weight gradient."""
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ def _bind(d, t):
     return d.bind(t, t.offset, t.span())
 
 
-def lanes(n, budget, cpu):
+def lanes(n, budget, cpu, what="layer norm"):
     """Invocations per row: one on CPU adapters (no barriers) while a row fits the loop budget;
     on GPUs 32 for rows up to 1024 elements, else a whole workgroup."""
     for k in ((1, 32, WG) if cpu else (32, WG) if n <= 1024 else (WG,)):
         if not budget or 4 * (-(-n // k)) + 64 <= budget // 2:
             return k
-    raise BackendLimitError(f"layer norm over rows of {n} elements exceeds this adapter's "
+    raise BackendLimitError(f"{what} over rows of {n} elements exceeds this adapter's "
                             f"shader loop limit (Mesa llvmpipe); use a GPU adapter")
 
 
@@ -67,3 +67,40 @@ def backward(d, dy, x, weight, mean, rstd, dx, gx, rows, n, rms, k):
         bufs["gx"], w[L.OFFSET_GX] = _bind(d, gx)
     consts = {"RMS": int(rms), "HAS_W": int(weight is not None), "LANES": k}
     d.launch(_FILE, "layer_norm_bwd", x.dtype, consts, w, bufs, _grid(d, rows, k))
+
+
+def _f32_bits(v):
+    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+
+
+def _xent_words(rows, n, labels, ignore, smoothing, d):
+    w = L.new()
+    w[L.ROWS], w[L.N] = rows, n
+    w[L.IGNORE] = ignore & 0xFFFFFFFF
+    w[L.SMOOTH] = _f32_bits(smoothing)
+    bufs = {}
+    bufs["labels"], w[L.OFFSET_LABELS] = _bind(d, labels)
+    return w, bufs, {"SMOOTHING": int(smoothing != 0), "LANES": None}
+
+
+def cross_entropy(d, x, labels, loss, stats, rows, n, ignore, smoothing, k):
+    """x dense (rows * n) logits, labels (rows,) int32; writes loss (rows,) and stats (rows, 3)
+    f32 (Backend.cross_entropy's)."""
+    w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
+    bufs["x"], w[L.OFFSET_X] = _bind(d, x)
+    bufs["y"], w[L.OFFSET_Y] = _bind(d, loss)
+    bufs["gx"], w[L.OFFSET_LSE] = _bind(d, stats)
+    consts["LANES"] = k
+    d.launch(_FILE, "xent", x.dtype, consts, w, bufs, _grid(d, rows, k))
+
+
+def cross_entropy_backward(d, x, labels, stats, g, g_stride, dx, rows, n, ignore, smoothing, k):
+    """dx dense like x; g: one value per row, g_stride 1 (dense) or 0 (one value for all)."""
+    w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
+    bufs["x"], w[L.OFFSET_X] = _bind(d, x)
+    bufs["y"], w[L.OFFSET_Y] = _bind(d, dx)
+    bufs["coef"], w[L.OFFSET_LSE] = _bind(d, stats)
+    bufs["dy"], w[L.OFFSET_DY] = _bind(d, g)
+    w[L.G_STRIDE] = g_stride
+    consts["LANES"] = k
+    d.launch(_FILE, "xent_bwd", x.dtype, consts, w, bufs, _grid(d, rows, k))
