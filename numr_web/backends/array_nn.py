@@ -57,30 +57,35 @@ class ArrayNN(ArrayCNN):
 
     # -- softmax cross-entropy -------------------------------------------------------------------------
     def cross_entropy(self, x, labels, ignore_index, smoothing):
-        """In float64 (numpy's float32 exp and log are 2-4 ulps off), rounded once."""
+        """The elementwise passes in x's precision (float32 for float16 / bfloat16), each row's
+        sums and log in float64 (a row's log-sum-exp error is every probability's)."""
         xp = self.xp
-        m = x.max(axis=1, keepdims=True).astype(xp.float64)
-        sh = x.astype(xp.float64) - m
+        xw = self._widen(x)
+        m = xw.max(axis=1, keepdims=True)
+        sh = xw - m
         e = xp.exp(sh)
         keep = labels != ignore_index
         at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
-        total = e.sum(axis=1)
+        total = e.sum(axis=1, dtype=xp.float64)
         e[at] = 0
         loss = xp.log(total) - (1 - smoothing) * sh[at]
         if smoothing:
-            loss = loss - (smoothing / x.shape[1]) * sh.sum(axis=1)
-        stats = xp.stack([m[:, 0], total, e.sum(axis=1)], axis=1)
+            loss = loss - (smoothing / x.shape[1]) * sh.sum(axis=1, dtype=xp.float64)
+        stats = xp.stack([m[:, 0].astype(xp.float64), total, e.sum(axis=1, dtype=xp.float64)],
+                         axis=1)
         return self._asarray(xp.where(keep, loss, 0), x.dtype), stats
 
     def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
         xp = self.xp
-        d = xp.exp(x.astype(xp.float64) - stats[:, :1]) / stats[:, 1:2]
+        xw = self._widen(x)
+        d = xp.exp(xw - stats[:, :1].astype(xw.dtype))
+        d *= (self._widen(g) / stats[:, 1]).astype(xw.dtype)[:, None]     # g p
         keep = labels != ignore_index
         at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
-        d[at] = smoothing - stats[:, 2] / stats[:, 1]    # p - 1 = -(the others' share): exact
+        # at the label g (p - 1 + s) = g (s - others / S): no cancellation where p is near 1
+        d[at] = (smoothing - stats[:, 2] / stats[:, 1]) * self._widen(g)
         if smoothing:
-            d -= smoothing / x.shape[1]
-        d *= g.astype(xp.float64)[:, None]
+            d -= ((smoothing / x.shape[1]) * self._widen(g)).astype(xw.dtype)[:, None]
         d[~keep] = 0
         return self._asarray(d, x.dtype)
 
