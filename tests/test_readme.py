@@ -116,8 +116,13 @@ def test_readme_autocast_example_runs(capsys):
     text = README.read_text()
     block = re.search(r"## Mixed precision: `nr.autocast` and `GradScaler`\n\n```python\n(.*?)```",
                       text, re.S).group(1)
-    exec(compile(block, "README.md (Mixed precision)", "exec"), {})
+    scope = {}
+    exec(compile(block, "README.md (Mixed precision)", "exec"), scope)
     want = re.search(r"\n# (numr_web\.float16 .*)\n", block).group(1)
+    assert capsys.readouterr().out.strip() == want
+    bf16 = re.search(r"so it needs no GradScaler:\n\n```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(bf16, "README.md (bfloat16 autocast)", "exec"), scope)      # the same model
+    want = re.search(r"\n# (numr_web\.bfloat16 .*)\n", bf16).group(1)
     assert capsys.readouterr().out.strip() == want
 
 
