@@ -54,7 +54,12 @@ def _binary_vjp(row):
         pairs = ((a, ga), (b, gb))
         if len(n.args) == 1:                      # one operand was a Python scalar: no gradient
             pairs = (pairs[1],) if n.attrs["reverse"] else (pairs[0],)
-        return tuple(None if gx is None else sum_to_shape(gx, x.shape) for x, gx in pairs)
+        out = []
+        for (x, gx), (_, _, needed) in zip(pairs, n.edges):
+            if gx is not None and not isinstance(gx, Tensor):   # a row's deferred side
+                gx = gx() if needed else None
+            out.append(None if gx is None else sum_to_shape(gx, x.shape))
+        return tuple(out)
     return vjp
 
 

@@ -9,7 +9,9 @@ place. A row gives
     tensor is returned as a copy);
   * `vjp`: the gradient, written with Tensor methods and operators (they resolve at run time, so
     this layer imports no op): unary g, x, y -> gx; binary g, a, b, y -> (ga, gb), a or b possibly
-    a Python number (y: the output, given when `save_out`); None: not differentiable;
+    a Python number (y: the output, given when `save_out`), each of ga, gb a tensor or a
+    zero-argument function run only where that operand needs a gradient; None: not
+    differentiable;
     `reads`: False when the VJP needs no saved tensor (only shapes);
   * `public`: the op layer makes nr.<name>(input[, other]), the method x.<name>(), the in-place
     x.<name>_() and the package export from the row; rows without it are internal (bitwise_not,
@@ -179,19 +181,22 @@ ROWS = {r.name: r for r in (
 
     _b("add", "add", lambda g, a, b, y: (g, g), reads=False),
     _b("sub", "subtract", lambda g, a, b, y: (g, -g), reads=False),
-    _b("mul", "multiply", lambda g, a, b, y: (g * b, g * a)),
-    _b("div", "true_divide", lambda g, a, b, y: (g / b, -(g * a) / (b * b))),
+    # a side written `lambda: ...` runs only where that operand needs a gradient (a mask, a
+    # mean's count): its kernels are not launched for nothing
+    _b("mul", "multiply", lambda g, a, b, y: (lambda: g * b, lambda: g * a)),
+    _b("div", "true_divide", lambda g, a, b, y: (lambda: g / b, lambda: -(g * a) / (b * b))),
     _b("pow", "power", _pow, save_out=True),
     _b("maximum", "maximum", lambda g, a, b, y: _maxmin(g, a, b, True)),
     _b("minimum", "minimum", lambda g, a, b, y: _maxmin(g, a, b, False)),
     _b("floor_divide", np_floor_divide, lambda g, a, b, y: (g * 0, g * 0), reads=False),
-    _b("remainder", np_remainder, lambda g, a, b, y: (g, -(g * (a // b)))),
+    _b("remainder", np_remainder, lambda g, a, b, y: (g, lambda: -(g * (a // b)))),
     _b("bitwise_and", "bitwise_and", None, dtype="int"),
     _b("bitwise_or", "bitwise_or", None, dtype="int"),
     _b("bitwise_xor", "bitwise_xor", None, dtype="int"),
-    _b("fmod", "fmod", lambda g, a, b, y: (g, -(g * (a / b).trunc()))),
+    _b("fmod", "fmod", lambda g, a, b, y: (g, lambda: -(g * (a / b).trunc()))),
     _b("atan2", "arctan2",
-       lambda g, a, b, y: (g * b / (a * a + b * b), -(g * a) / (a * a + b * b))),
+       lambda g, a, b, y: (lambda: g * b / (a * a + b * b),
+                           lambda: -(g * a) / (a * a + b * b))),
     _b("xlogy", _xlogy_np, _xlogy, dtype="float", public=True, domain=[(-2.0, 2.0), (0.1, 3.0)],
        doc="torch.xlogy(a, b) (= torch.special.xlogy): a log(b), 0 where a == 0 (unless b is "
            "NaN); integer and bool operands are computed as float32."),
