@@ -177,7 +177,7 @@ fn xent(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (SMOOTHING) { loss = loss - s / f32(n) * sx; }
             }
             y[mu(W_OFFSET_Y) + r] = S(loss);
-            let o = mu(W_OFFSET_LSE) + 3u * r;
+            let o = mu(W_OFFSET_STATS) + 3u * r;
             gx[o] = m;
             gx[o + 1u] = total;
             gx[o + 2u] = others;
@@ -198,7 +198,7 @@ fn xent_bwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         if (r >= rows) { continue; }
         let label = labels[mu(W_OFFSET_LABELS) + r];
         let keep = label != mi(W_IGNORE);
-        let o = mu(W_OFFSET_LSE) + 3u * r;
+        let o = mu(W_OFFSET_STATS) + 3u * r;
         let m = coef[o];
         let total = coef[o + 1u];
         let gr = f32(dy[mu(W_OFFSET_DY) + r * mu(W_G_STRIDE)]);

@@ -23,13 +23,14 @@ register("one_hot", lambda be, x, n, dtype: (be.one_hot(x, n, dtype), None), Non
 
 
 def _xent_forward(be, x, labels, ignore_index, smoothing):
-    loss, lse = be.cross_entropy(be.contiguous(x), labels, ignore_index, smoothing)
-    return loss, {"lse": lse}
+    loss, stats = be.cross_entropy(be.contiguous(x), labels, ignore_index, smoothing)
+    return loss, {"stats": stats}
 
 
 def _xent_vjp(n, g):
     """dx = g (softmax(x) - (1 - s) onehot - s / C), 0 in ignored rows: one kernel from the
-    saved log-sum-exp; composed (differentiable again) under create_graph."""
+    saved row stats (Backend.cross_entropy's); composed (differentiable again) under
+    create_graph."""
     x, labels = n.args
     ignore, s = n.attrs["ignore_index"], n.attrs["smoothing"]
     if is_create_graph():
@@ -38,13 +39,13 @@ def _xent_vjp(n, g):
                                     x.dtype) * (1 - s)
         return where(keep, (d - s / x.shape[1]) * g.reshape(-1, 1), 0.0), None
     be = g._backend
-    dx = be.cross_entropy_backward(be.contiguous(x._data), labels._data, n.saved_handle("lse"),
+    dx = be.cross_entropy_backward(be.contiguous(x._data), labels._data, n.saved_handle("stats"),
                                    g._data, ignore, s)
     return g._wrap(dx, x.dtype, x.device, be), None
 
 
 # one row: logits (R, C), labels (R,) -> the loss per row (0 where ignored); its VJP reads the
-# logits and the saved log-sum-exp
+# logits and the saved row stats
 register("cross_entropy", _xent_forward, _xent_vjp)
 
 

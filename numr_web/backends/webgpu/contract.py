@@ -268,7 +268,7 @@ NORM = KernelFile(
         ("BN_CHUNK", "batch norm: elements per chunk"), ("BN_CHUNKS", "chunks per channel"),
         ("OFFSET_Z", "batch norm: element offset of zo"),
         ("OFFSET_LABELS", "cross-entropy: element offset of the labels"),
-        ("OFFSET_LSE", "cross-entropy: element offset of the row stats (gx / coef)"),
+        ("OFFSET_STATS", "cross-entropy: element offset of the row stats (gx / coef)"),
         ("IGNORE", "cross-entropy: the ignored label (i32 bits)"),
         ("SMOOTH", "cross-entropy: label smoothing (f32 bits)"),
         ("G_STRIDE", "cross-entropy backward: dy's row stride (0: one value broadcast)"),

@@ -89,7 +89,7 @@ def cross_entropy(d, x, labels, loss, stats, rows, n, ignore, smoothing, k):
     w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["y"], w[L.OFFSET_Y] = _bind(d, loss)
-    bufs["gx"], w[L.OFFSET_LSE] = _bind(d, stats)
+    bufs["gx"], w[L.OFFSET_STATS] = _bind(d, stats)
     consts["LANES"] = k
     d.launch(_FILE, "xent", x.dtype, consts, w, bufs, _grid(d, rows, k))
 
@@ -99,7 +99,7 @@ def cross_entropy_backward(d, x, labels, stats, g, g_stride, dx, rows, n, ignore
     w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["y"], w[L.OFFSET_Y] = _bind(d, dx)
-    bufs["coef"], w[L.OFFSET_LSE] = _bind(d, stats)
+    bufs["coef"], w[L.OFFSET_STATS] = _bind(d, stats)
     bufs["dy"], w[L.OFFSET_DY] = _bind(d, g)
     w[L.G_STRIDE] = g_stride
     consts["LANES"] = k
