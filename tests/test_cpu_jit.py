@@ -474,3 +474,30 @@ def test_info_reports_the_loops():
     out = subprocess.run([sys.executable, "-m", "numr_web", "info"], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0 and "NUMR_CPU_JIT=0" in out.stdout, out.stdout + out.stderr
+
+
+_ACTIVATIONS_IN_A_PROCESS = """
+import numpy as np, numr_web as nr
+from numr_web.nn import functional as F
+x = nr.tensor(np.linspace(-4, 4, 1 << 17, dtype=np.float32).reshape(256, 512), requires_grad=True)
+y = F.gelu(x) + F.silu(x)
+y.sum().backward()
+print(float(y.sum().item()), float(x.grad.sum().item()))
+"""
+
+
+def test_the_on_disk_cache_does_not_grow_with_every_process(tmp_path):
+    """Processes running the same compiled activations leave numba's cache as the first left
+    it: before, each appended an entry for the loops that take an activation function, and once
+    the index held more than numba keeps alive (128), every compile failed."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nr.__file__)))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=root)
+    sizes, outs = [], []
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", _ACTIVATIONS_IN_A_PROCESS], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(r.stdout)
+        sizes.append(sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()))
+    assert outs[0] == outs[1] == outs[2]
+    assert sizes[1] == sizes[2], sizes

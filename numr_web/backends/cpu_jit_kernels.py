@@ -28,6 +28,12 @@ from .cpu_jit_cnn import (bn_apply, bn_dx, bn_grad_sums, bn_moments, col2im_wide
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
 _SUMS = dict(_JIT, fastmath={"reassoc", "contract"})   # float64 sums that vectorise
 _INLINE = dict(cache=True, inline="always", error_model="numpy")
+# Loops that take an activation's compiled function as an argument are not cached on disk:
+# numba keys their cache entry on the function's dispatcher object, which no later process
+# matches, so each process compiled anew and appended an entry; the index's entries then
+# rebuild dispatchers that numba keeps alive only for its last 128, and once the index held
+# more, every new compile failed ("underlying object has vanished")
+_JIT_TAKES_FN = dict(nogil=True, error_model="numpy")
 
 _T0, _W, _ = _erf_tables(np)            # float32 erf's tables (numba freezes them as constants)
 _C2, _C1 = 2.0 / (3 * ERF_N ** 4), 1.0 / (3 * ERF_N ** 2)
@@ -153,7 +159,7 @@ ACT_ROWS = {"relu": ((relu_fwd, relu_d1, relu_d1, _ALL), (relu_fwd, relu_d1, rel
                           (gelu_tanh_fwd, gelu_tanh_d1, gelu_tanh_d1, _ALL))}
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_JIT_TAKES_FN)
 def act_fwd(f, z, bias, y):
     """Rows of a 2-D z (any strides): z += bias (in z's precision, when bias has a column),
     y = f(z) rounded once."""
@@ -167,7 +173,7 @@ def act_fwd(f, z, bias, y):
             y[r, c] = f(v)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_JIT_TAKES_FN)
 def act_d1(f, tail, limit, dy, s, dz):
     """dz = f(dy, s) rounded once, over flat arrays; then tail(dy, s) where |s| is not below
     `limit` (a second loop, so that the first, without a branch, vectorises)."""
