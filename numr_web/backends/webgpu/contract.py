@@ -19,7 +19,7 @@ The elementwise op codes and activation codes come from the op vocabulary and th
 from __future__ import annotations
 
 from .contract_base import (MAX_GROUPS, MAXD, META_BINDING, META_BYTES, META_WORDS,  # noqa: F401
-                            WG, WORD_PREFIX, KernelFile, Layout, Slot)
+                            WG, WORD_PREFIX, KernelFile, Layout, Slot, f32_word)
 
 
 # -- elementwise.wgsl ---------------------------------------------------------------------------------

@@ -3,6 +3,8 @@ of every dispatch (`Layout`: named u32 words and arrays of MAXD words), the stor
 (`Slot`), and a kernel file's entries, overrides and named codes (`KernelFile`). Pure Python."""
 from __future__ import annotations
 
+import struct
+
 META_WORDS = 64                  # u32 words of metadata per dispatch
 META_BYTES = 4 * META_WORDS      # a multiple of every minUniformBufferOffsetAlignment (<= 256)
 MAXD = 8                         # dims per shape / stride array in the metadata
@@ -10,6 +12,11 @@ WG = 256                         # invocations per workgroup of the 1-D kernels
 MAX_GROUPS = 65535               # workgroups per dispatch dimension (WebGPU's minimum limit)
 WORD_PREFIX = "W_"               # WGSL name of metadata word X: W_X
 META_BINDING = 0                 # @binding of the metadata block; storage bindings follow it
+
+
+def f32_word(x):
+    """A Python number as the metadata word a kernel reads with mf(): its float32 bits."""
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
 
 
 class Layout:

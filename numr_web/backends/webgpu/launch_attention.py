@@ -21,11 +21,9 @@ last one writes the results.
 """
 from __future__ import annotations
 
-import struct
-
 from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
-from .contract import ATTENTION, ATTN_MAX_D, MAXD
+from .contract import ATTENTION, ATTN_MAX_D, MAXD, f32_word
 from .views import GPUArray, coalesce
 
 K = ATTENTION
@@ -176,14 +174,10 @@ def check_dims(D, DV):
                                 f"most {ATTN_MAX_D} values per row")
 
 
-def _f32_bits(v):
-    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
-
-
 def _words(B, TQ, TK, D, DV, scale, mask):
     w = L.new()
     w[L.B], w[L.TQ], w[L.TK], w[L.D], w[L.DV] = B, TQ, TK, D, DV
-    w[L.SCALE] = _f32_bits(scale)
+    w[L.SCALE] = f32_word(scale)
     if mask is not None:
         nb = mask.ndim - 2
         bshape, (bstr,) = coalesce(list(mask.shape[:nb]), [list(mask.strides[:nb])])

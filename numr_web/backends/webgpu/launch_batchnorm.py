@@ -5,10 +5,8 @@ BN_COEFS coefficient arrays of C (norm.wgsl says which); x, dy and the saved act
 dense (N, C, S)."""
 from __future__ import annotations
 
-import struct
-
 from .codegen import act_code
-from .contract import NORM, WG
+from .contract import NORM, WG, f32_word
 
 L = NORM.layout
 _FILE = NORM.name
@@ -27,10 +25,6 @@ def plan(count, c, budget, cpu):
         chunk = min(chunk, max(lanes, (budget // 4) * lanes))
     chunk = max(1, min(chunk, count))
     return lanes, chunk, -(-count // chunk)
-
-
-def _f32_bits(v):
-    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
 
 def _bind(d, t):
@@ -62,7 +56,7 @@ def forward(d, x, weight, bias, rmean, rvar, scratch, y, z, eps, training, act, 
     """x dense (N, C, ...); scratch f32 (scratch_size); y (and z, or None) dense like x; eval:
     rmean / rvar the running statistics."""
     w = _words(x.shape, chunk, chunks)
-    w[L.EPS] = _f32_bits(eps)
+    w[L.EPS] = f32_word(eps)
     bufs = {}
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["gx"], w[L.OFFSET_GX] = _bind(d, scratch)

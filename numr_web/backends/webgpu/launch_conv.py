@@ -4,9 +4,7 @@ or with cn (C*kh*kw, N*L); max pooling forward (value and argmax) and backward (
 argmax). Inputs are dense."""
 from __future__ import annotations
 
-import struct
-
-from .contract import CONV
+from .contract import CONV, f32_word
 
 K = CONV
 L = K.layout
@@ -43,7 +41,7 @@ def _run(d, entry, inp, out, w, cn=False, idx=None):
 def im2col(d, x, out, kernel, stride, padding, dilation, pad_value, cn=False):
     """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn."""
     w = _words(x.shape, kernel, stride, padding, dilation)
-    w[L.PAD] = struct.unpack("<I", struct.pack("<f", float(pad_value)))[0]
+    w[L.PAD] = f32_word(pad_value)
     return _run(d, "im2col", x, out, w, cn)
 
 

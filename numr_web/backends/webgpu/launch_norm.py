@@ -1,12 +1,11 @@
 """Launcher of shaders/norm.wgsl: layer norm / RMS norm and softmax cross-entropy, forward and
-backward over dense rows, `lanes` invocations per row. The backward writes dx and, with a weight, gx = dy * xhat, which the backend sums over
-the rows (its reductions are scheduled within the loop budget) for the weight gradient."""
+backward over dense rows, `lanes` invocations per row. The norm's backward writes dx and, with a
+weight, gx = dy * xhat, which the backend sums over the rows (its reductions are scheduled within
+the loop budget) for the weight gradient."""
 from __future__ import annotations
 
-import struct
-
 from ...errors import BackendLimitError
-from .contract import NORM, WG
+from .contract import NORM, WG, f32_word
 
 K = NORM
 L = K.layout
@@ -35,7 +34,7 @@ def forward(d, x, weight, bias, y, mean, rstd, rows, n, eps, rms, k):
     """x dense (rows * n); y dense like x; mean (None for RMS) and rstd dense (rows,); k: lanes."""
     w = L.new()
     w[L.ROWS], w[L.N] = rows, n
-    w[L.EPS] = struct.unpack("<I", struct.pack("<f", float(eps)))[0]
+    w[L.EPS] = f32_word(eps)
     bufs = {}
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["y"], w[L.OFFSET_Y] = _bind(d, y)
@@ -69,38 +68,33 @@ def backward(d, dy, x, weight, mean, rstd, dx, gx, rows, n, rms, k):
     d.launch(_FILE, "layer_norm_bwd", x.dtype, consts, w, bufs, _grid(d, rows, k))
 
 
-def _f32_bits(v):
-    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
-
-
-def _xent_words(rows, n, labels, ignore, smoothing, d):
+def _xent_words(d, labels, rows, n, ignore, smoothing, k):
+    """The metadata words, the labels' binding and the overrides both entries start from."""
     w = L.new()
     w[L.ROWS], w[L.N] = rows, n
     w[L.IGNORE] = ignore & 0xFFFFFFFF
-    w[L.SMOOTH] = _f32_bits(smoothing)
+    w[L.SMOOTH] = f32_word(smoothing)
     bufs = {}
     bufs["labels"], w[L.OFFSET_LABELS] = _bind(d, labels)
-    return w, bufs, {"SMOOTHING": int(smoothing != 0), "LANES": None}
+    return w, bufs, {"SMOOTHING": int(smoothing != 0), "LANES": k}
 
 
 def cross_entropy(d, x, labels, loss, stats, rows, n, ignore, smoothing, k):
     """x dense (rows * n) logits, labels (rows,) int32; writes loss (rows,) and stats (rows, 3)
     f32 (Backend.cross_entropy's)."""
-    w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
+    w, bufs, consts = _xent_words(d, labels, rows, n, ignore, smoothing, k)
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["y"], w[L.OFFSET_Y] = _bind(d, loss)
     bufs["gx"], w[L.OFFSET_STATS] = _bind(d, stats)
-    consts["LANES"] = k
     d.launch(_FILE, "xent", x.dtype, consts, w, bufs, _grid(d, rows, k))
 
 
 def cross_entropy_backward(d, x, labels, stats, g, g_stride, dx, rows, n, ignore, smoothing, k):
     """dx dense like x; g: one value per row, g_stride 1 (dense) or 0 (one value for all)."""
-    w, bufs, consts = _xent_words(rows, n, labels, ignore, smoothing, d)
+    w, bufs, consts = _xent_words(d, labels, rows, n, ignore, smoothing, k)
     bufs["x"], w[L.OFFSET_X] = _bind(d, x)
     bufs["y"], w[L.OFFSET_Y] = _bind(d, dx)
     bufs["coef"], w[L.OFFSET_STATS] = _bind(d, stats)
     bufs["dy"], w[L.OFFSET_DY] = _bind(d, g)
     w[L.G_STRIDE] = g_stride
-    consts["LANES"] = k
     d.launch(_FILE, "xent_bwd", x.dtype, consts, w, bufs, _grid(d, rows, k))

@@ -3,19 +3,14 @@ in one dispatch (instead of a dozen elementwise ops, each a Python call)."""
 from __future__ import annotations
 
 import math
-import struct
 
 from ...dtypes import float32
 from ..base import adam_scalars
-from .contract import OPTIM
+from .contract import OPTIM, f32_word
 
 K = OPTIM
 L = K.layout
 _FILE = K.name
-
-
-def _f32(x):
-    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
 
 
 def _parameter(d, p, g):
@@ -42,13 +37,13 @@ def adam(d, p, g, m, v, outs, decay, factor, w, b2, eps, lr, b1, step):
     dev = not isinstance(step, (int, float))
     if dev:
         bufs["dstep"], words[L.OFFSET_STEP] = d.bind(step, step.offset, 1)
-        words[L.LR], words[L.LN_B1], words[L.LN_B2] = _f32(lr), _f32(math.log(b1)), \
-            _f32(math.log(b2))
+        words[L.LR], words[L.LN_B1], words[L.LN_B2] = f32_word(lr), f32_word(math.log(b1)), \
+            f32_word(math.log(b2))
     else:
         step_size, bc2_sqrt = adam_scalars(lr, b1, b2, step)
-        words[L.STEP_SIZE], words[L.BC2_SQRT] = _f32(step_size), _f32(bc2_sqrt)
-    words[L.F], words[L.W], words[L.W1] = _f32(factor), _f32(w), _f32(1 - w)
-    words[L.B2], words[L.W2], words[L.EPS] = _f32(b2), _f32(1 - b2), _f32(eps)
+        words[L.STEP_SIZE], words[L.BC2_SQRT] = f32_word(step_size), f32_word(bc2_sqrt)
+    words[L.F], words[L.W], words[L.W1] = f32_word(factor), f32_word(w), f32_word(1 - w)
+    words[L.B2], words[L.W2], words[L.EPS] = f32_word(b2), f32_word(1 - b2), f32_word(eps)
     consts = {"DECAY": K.code("DECAY", decay or "none"), "FIRST": int(m is None),
               "DEV": int(dev), "LERP_HI": int(abs(w) >= 0.5)}
     d.launch(_FILE, "adam", float32, consts, words, bufs, d.grid(n))
@@ -64,9 +59,9 @@ def sgd(d, p, g, buf, outs, weight_decay, momentum, dampening, nesterov, maximiz
     bufs["po"] = d.bind_whole(outs[0])
     if momentum:
         bufs["mo"] = d.bind_whole(outs[1])
-    words[L.F], words[L.MOM], words[L.DAMP1] = _f32(weight_decay), _f32(momentum), \
-        _f32(1 - dampening)
-    words[L.LR] = _f32(lr)
+    words[L.F], words[L.MOM], words[L.DAMP1] = f32_word(weight_decay), f32_word(momentum), \
+        f32_word(1 - dampening)
+    words[L.LR] = f32_word(lr)
     consts = {"FIRST": int(buf is None), "MAXIMIZE": int(bool(maximize)),
               "WD": int(bool(weight_decay)), "MOMENTUM": int(bool(momentum)),
               "DAMP": int(bool(dampening)), "NESTEROV": int(bool(nesterov))}
