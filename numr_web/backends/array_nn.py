@@ -55,7 +55,7 @@ class ArrayNN(ArrayCNN):
             out[self._index_tuple(index, axis)] = part + part.dtype.type(0)
         return out
 
-    # -- softmax cross-entropy -------------------------------------------------------------------------
+    # -- softmax cross-entropy ---------------------------------------------------------------------
     def cross_entropy(self, x, labels, ignore_index, smoothing):
         """The elementwise passes in x's precision (float32 for float16 / bfloat16), each row's
         sums and log in float64 (a row's log-sum-exp error is every probability's)."""
@@ -64,8 +64,7 @@ class ArrayNN(ArrayCNN):
         m = xw.max(axis=1, keepdims=True)
         sh = xw - m
         e = xp.exp(sh)
-        keep = labels != ignore_index
-        at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
+        keep, at = self._label_cells(labels, ignore_index)
         total = e.sum(axis=1, dtype=xp.float64)
         e[at] = 0
         loss = xp.log(total) - (1 - smoothing) * sh[at]
@@ -77,17 +76,21 @@ class ArrayNN(ArrayCNN):
 
     def cross_entropy_backward(self, x, labels, stats, g, ignore_index, smoothing):
         xp = self.xp
-        xw = self._widen(x)
+        xw, gw = self._widen(x), self._widen(g)
         d = xp.exp(xw - stats[:, :1].astype(xw.dtype))
-        d *= (self._widen(g) / stats[:, 1]).astype(xw.dtype)[:, None]     # g p
-        keep = labels != ignore_index
-        at = (xp.arange(x.shape[0]), xp.where(keep, labels, 0))
+        d *= (gw / stats[:, 1]).astype(xw.dtype)[:, None]                # g p
+        keep, at = self._label_cells(labels, ignore_index)
         # at the label g (p - 1 + s) = g (s - others / S): no cancellation where p is near 1
-        d[at] = (smoothing - stats[:, 2] / stats[:, 1]) * self._widen(g)
+        d[at] = (smoothing - stats[:, 2] / stats[:, 1]) * gw
         if smoothing:
-            d -= ((smoothing / x.shape[1]) * self._widen(g)).astype(xw.dtype)[:, None]
+            d -= ((smoothing / x.shape[1]) * gw).astype(xw.dtype)[:, None]
         d[~keep] = 0
         return self._asarray(d, x.dtype)
+
+    def _label_cells(self, labels, ignore_index):
+        """(rows that count, the (row, label) cells; an ignored row's cell is its column 0)."""
+        keep = labels != ignore_index
+        return keep, (self.xp.arange(labels.shape[0]), self.xp.where(keep, labels, 0))
 
     # -- normalization -----------------------------------------------------------------------------
     def layer_norm(self, x, weight, bias, k, eps, rms):

@@ -201,8 +201,8 @@ class _Epilogue:
 class CpuGemm:
     def _gemm_operands(self, a, b):
         """(a2, b, out shape) with a's batch dims folded into its rows when b is one matrix
-        (float16 / bfloat16 widened to float32, densely copied where the fold needs a copy); None for a
-        batched b (numpy's loop over the batch)."""
+        (float16 / bfloat16 widened to float32, densely copied where the fold needs a copy);
+        None for a batched b (numpy's loop over the batch)."""
         if b.ndim != 2:
             return None
         if a.ndim > 2 and big(a) and (is_narrow(a) or self._needs_copy(a, (-1, a.shape[-1]))):

@@ -35,10 +35,10 @@ SCATTER_COLUMNS = 96
 
 
 class CpuNN:
-    # -- normalization ---------------------------------------------------------------------------
+    # -- softmax cross-entropy --------------------------------------------------------------------
     def cross_entropy(self, x, labels, ignore_index, smoothing):
-        """ArrayNN's float64 rows, blocks of rows on the threads (rows are independent: the
-        same bits)."""
+        """ArrayNN's rows, blocks of rows on the threads (rows are independent: the same
+        bits)."""
         rows, n = x.shape
         if not big(x) or rows < 2:
             return super().cross_entropy(x, labels, ignore_index, smoothing)
@@ -65,6 +65,7 @@ class CpuNN:
         parallel_for(len(parts), body)
         return dx
 
+    # -- normalization ---------------------------------------------------------------------------
     def layer_norm(self, x, weight, bias, k, eps, rms):
         n = math.prod(x.shape[x.ndim - k:])
         rows = x.size // max(1, n)

@@ -96,8 +96,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """RMSNorm; eps None means torch's default, the dtype's machine epsilon."""
     if eps is None:
-        eps = {"float16": 2 ** -10, "bfloat16": 2 ** -7, "float32": 2 ** -23, "float64": 2 ** -52}[x.dtype.name] \
-            if x.dtype.is_floating else 1e-6
+        eps = {"float16": 2 ** -10, "bfloat16": 2 ** -7, "float32": 2 ** -23,
+               "float64": 2 ** -52}[x.dtype.name] if x.dtype.is_floating else 1e-6
     return _norm(x, normalized_shape, weight, None, eps, True)
 
 

@@ -136,8 +136,8 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def _var(x, dim, correction, keepdim, unbiased, name):
-    """The variance, float16 / bfloat16 computed in float32 (torch's accumulation type: the squares of a
-    float16 tensor overflow where the variance, or its square root, does not)."""
+    """The variance, float16 / bfloat16 computed in float32 (torch's accumulation type: the
+    squares of a float16 tensor overflow where the variance, or its square root, does not)."""
     if isinstance(dim, bool):                  # var(x, True): the unbiased overload
         dim, unbiased = None, dim
     if unbiased is not None:

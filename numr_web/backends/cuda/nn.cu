@@ -1,5 +1,6 @@
 // numr_web cuda backend: the fused nn kernels (launched by nn.py): layer / RMS norm forward and
-// backward, softmax cross-entropy forward and backward, the Adam / AdamW and SGD updates. Appended to kernels.cu by codegen.py (uses its IO<S>).
+// backward, softmax cross-entropy forward and backward, the Adam / AdamW and SGD updates.
+// Appended to kernels.cu by codegen.py (uses its IO<S>).
 // Storage S: float, double, half_t (computed in float, rounded once); C: the compute type.
 
 // sum over the 32 lanes of a warp (every lane gets it)
@@ -157,13 +158,14 @@ __global__ void __launch_bounds__(256) ln_bwd_wb(
     if (HB) pb[blockIdx.y * n + j] = ab;
 }
 
-// -- softmax cross-entropy, one warp per row of n classes ------------------------------------------
+// -- softmax cross-entropy, one warp per row of n classes -----------------------------------------
 // With m = max_j x_j, e_j = exp(x_j - m), S = sum_j e_j (p_j = e_j / S): loss = log S -
 // (1 - s)(x[label] - m) - (s / n) sum_j (x_j - m) (s: label smoothing), 0 where label == ignore;
 // stats (m, S, the others' sum S - e_label added without it) for the backward:
 // dx_j = g (p_j - (1 - s) [j == label] - s / n), 0 in ignored rows, at the label p - 1 =
 // -others / S (no cancellation where p is near 1); g: one value per row, g_stride 0 for one value
-// broadcast. As array_nn.cross_entropy; the ops layer checks the labels (clamped here all the same).
+// broadcast. As array_nn.cross_entropy; the ops layer checks the labels (clamped here all the
+// same).
 template <typename C> __device__ __forceinline__ C warp_max(C v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -1,11 +1,10 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
 for the weight and bias gradients' partial column sums), softmax cross-entropy (one warp per row,
-one kernel each way), the Adam / AdamW and SGD updates (one
-kernel per parameter instead of a dozen elementwise ones), and the scatter-add of whole rows (an
-embedding's backward: its L indices sorted, not every element). Cases the kernels do not cover
-fall back to the composed array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's
-device timer."""
+one kernel each way), the Adam / AdamW and SGD updates (one kernel per parameter instead of a
+dozen elementwise ones), and the scatter-add of whole rows (an embedding's backward: its L
+indices sorted, not every element). Cases the kernels do not cover fall back to the composed
+array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
 from __future__ import annotations
 
 import math
