@@ -9,24 +9,15 @@ torch.set_num_threads.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
+sys.path.insert(1, str(Path(__file__).resolve().parent))
+
+from timing import median_ms  # noqa: E402
 
 BN_SHAPE, LN_SHAPE = (128, 64, 32, 32), (64, 256, 384)
-
-
-def median_ms(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def numr_rows(reps):

@@ -8,25 +8,15 @@ after two warm-ups; torch on the same device kind (cpu, or cuda for numr's cuda 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # numr_web from this checkout
+sys.path.insert(1, str(Path(__file__).resolve().parent))
+
+from timing import median_ms  # noqa: E402
 
 SHAPES = ((128, 10), (16384, 65), (2048, 50257))
-
-
-def median_ms(fn, reps):
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def numr_ms(device, rows, classes, reps):
@@ -42,7 +32,7 @@ def numr_ms(device, rows, classes, reps):
         loss.backward()
         x.grad = None
         loss.item()
-    return median_ms(step, reps)
+    return median_ms(step, reps, warmups=2)
 
 
 def torch_ms(device, rows, classes, reps):
@@ -58,7 +48,7 @@ def torch_ms(device, rows, classes, reps):
         loss.backward()
         x.grad = None
         loss.item()
-    return median_ms(step, reps)
+    return median_ms(step, reps, warmups=2)
 
 
 def main():
