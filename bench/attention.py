@@ -27,13 +27,14 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 import numr_web as nr  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 SHAPES = {"gpt": (32, 4, 64, 32), "nanogpt": (64, 6, 256, 64), "256": (8, 16, 256, 64),
           "1024": (8, 16, 1024, 64), "2048": (8, 16, 2048, 64)}
@@ -56,17 +57,6 @@ def _flops(shape):
     b, h, t, d = shape
     gemm = 2 * b * h * t * (t + 1) / 2 * d
     return 2 * gemm, 7 * gemm
-
-
-def _median_ms(fn, reps):
-    fn()
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
 
 
 def _data(shape, dtype="float32"):
@@ -111,7 +101,7 @@ def bench_numr(device, shape, reps, tile=None, checked=False, dtype="float32"):
         nr.get_backend(device).attn_tile = tile
     fwd, fwd_bwd = _calls(nr, lambda a, rg: nr.tensor(a, device=device, requires_grad=rg), shape,
                           nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad, dtype)
-    res = {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
+    res = {"fwd_ms": median_ms(fwd, reps, warmups=2), "fwd_bwd_ms": median_ms(fwd_bwd, reps, warmups=2)}
     if checked and dtype == "float32":
         res["max_err"] = check(device, shape)
     return res
@@ -124,7 +114,7 @@ def bench_torch(shape, reps, dtype="float32"):
     fwd, fwd_bwd = _calls(torch, lambda a, rg: torch.tensor(a, device="cuda", requires_grad=rg),
                           shape, F.scaled_dot_product_attention, torch.autograd.grad,
                           torch.no_grad, dtype)
-    return {"fwd_ms": _median_ms(fwd, reps), "fwd_bwd_ms": _median_ms(fwd_bwd, reps)}
+    return {"fwd_ms": median_ms(fwd, reps, warmups=2), "fwd_bwd_ms": median_ms(fwd_bwd, reps, warmups=2)}
 
 
 def _registers(fn):
