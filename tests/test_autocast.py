@@ -289,10 +289,9 @@ def _f16(a):
 
 
 def _bf16(a):
-    """Rounded to bfloat16 through float32 (as torch and numr cast float64), back in float64."""
-    import ml_dtypes
-    return np.asarray(a, np.float64).astype(np.float32).astype(ml_dtypes.bfloat16) \
-        .astype(np.float64)
+    """Rounded to bfloat16 by torch (through float32, as numr casts float64), back in float64."""
+    import torch
+    return torch.from_numpy(np.asarray(a, np.float64)).to(torch.bfloat16).double().numpy()
 
 
 UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}

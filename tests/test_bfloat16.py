@@ -4,14 +4,14 @@ and a layer's step, the safetensors code, and the typed errors where a device do
 import math
 import struct
 
+import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 import numr_web as nr
 from numr_web.errors import DTypeError
 
-torch = pytest.importorskip("torch")
-ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = nr.bfloat16
 
 
