@@ -151,9 +151,14 @@ def emu_compile(tmp, source, kernels):
 
 
 def emu_run(lib, i, blocks, threads, args):
-    """Launch kernel i of an emu_compile library on `blocks` blocks of `threads` threads."""
+    """Launch kernel i of an emu_compile library on `blocks` blocks of `threads` threads; args:
+    8-byte values (kernel_argv), or the bytes of one struct passed by value."""
     import ctypes
-    keep, argv = kernel_argv(args)
+    if isinstance(args, bytes):
+        keep = ctypes.create_string_buffer(args, len(args))
+        argv = (ctypes.c_void_p * 1)(ctypes.addressof(keep))
+    else:
+        keep, argv = kernel_argv(args)
     fn = getattr(lib, f"run_{i}")
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     assert fn(blocks, threads, argv)

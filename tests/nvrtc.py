@@ -94,9 +94,10 @@ def ptxas():
     return found[-1] if found else None
 
 
-def kernel_resources(src, names, arch, options=("--std=c++17",)):
+def kernel_resources(src, names, arch, options=("--std=c++17",), stack=False):
     """{name expression: (registers, spill store bytes, spill load bytes)} of the kernels `names`
-    of `src` compiled for sm_<arch> (NVRTC to PTX, ptxas -v to the machine code)."""
+    of `src` compiled for sm_<arch> (NVRTC to PTX, ptxas -v to the machine code); with `stack`,
+    the stack frame's bytes after them."""
     ptx, mapping = nvrtc().compile(src, names, tuple(options) + (f"-arch=compute_{arch}",))
     lowered = {v: k for k, v in mapping.items()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,6 +113,8 @@ def kernel_resources(src, names, arch, options=("--std=c++17",)):
             cur = lowered.get(m.group(1))
         elif cur and "spill stores" in line:
             spills = tuple(int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", line))
+            if stack:
+                spills += (int(re.search(r"(\d+) bytes stack frame", line).group(1)),)
         elif cur and "Used" in line and "registers" in line:
             out[cur] = (int(re.search(r"Used (\d+) registers", line).group(1)),) + spills
     return out

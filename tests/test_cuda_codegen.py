@@ -111,8 +111,9 @@ def test_every_kernel_family_compiles_with_nvrtc():
         names += [f"ln_bwd_wb<{ct}, {r}, {bb}>" for r, bb in (b, b[::-1])]
         names.append(f"rows_seg_sum<{ct}>")
         names += [f"{k}<{ct}, {sm}>" for k in ("xent_fwd", "xent_bwd") for sm in b]
-    names += [f"adam_f32<{d}, {f}, {dev}, {hi}>" for d in (0, 1, 2) for f in ("false", "true")
-              for dev in ("false", "true") for hi in ("false", "true")]
+    names += [f"adam_list<{d}, {f}, {dev}, {hi}>" for d in (0, 1, 2) for f in ("false", "true")
+              for dev in ("false", "true") for hi in ("false", "true")]      # optim.cu
+    names += ["sgd_list<false>", "sgd_list<true>"]
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)
@@ -323,3 +324,16 @@ def test_attention_kernels_of_a_gpt_head_do_not_spill_on_sm90():
     assert set(got) == set(names)
     for name, (registers, stores, loads) in got.items():
         assert registers <= 255 and stores == loads == 0, (name, registers, stores, loads)
+
+
+def test_optimizer_lists_are_read_in_place():
+    """The optimizers' list kernels index their tensor tables (kernel parameters, passed by
+    value) with a runtime index: read in place from the parameter space, not copied into each
+    thread's stack (3.5 KiB a thread)."""
+    names = [f"adam_list<{d}, true, {dev}, false>" for d in (0, 2) for dev in ("false", "true")]
+    names += ["sgd_list<false>", "sgd_list<true>"]
+    for arch in (80, 90):
+        got = kernel_resources(G.source(), names, arch, G.OPTIONS, stack=True)
+        assert set(got) == set(names)
+        for name, (registers, stores, loads, stack) in got.items():
+            assert stack == stores == loads == 0, (arch, name, registers, stores, loads, stack)

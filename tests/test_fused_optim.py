@@ -110,3 +110,79 @@ def test_sgd_step_matches_the_composed_update(device, kw):
             assert (np.abs(got - want) <= steps * 2.0 ** -24 * size).all(), what
         else:
             np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _parameter_set(rng, count, steps):
+    """count float32 parameters of assorted shapes (one empty), and each one's gradients: None
+    on some steps (a parameter without a gradient is not updated, and its step count lags)."""
+    shapes = [(7, 5), (3,), (1,), (0, 4), (65,), (2, 3, 4)]
+    p0 = [rng.normal(size=shapes[i % len(shapes)]).astype(np.float32) for i in range(count)]
+    grads = [[None if (i + t) % 4 == 0 else rng.normal(size=p.shape).astype(np.float32)
+              for t in range(steps)] for i, p in enumerate(p0)]
+    return p0, grads
+
+
+def test_adam_over_many_parameters_matches_each_ones_update(device):
+    """AdamW over 53 parameters (more than one cuda list launch takes), whose step counts differ
+    (some steps leave a parameter without a gradient): each parameter ends where its own
+    sequence of updates takes it, as in test_adam_step_matches_float64."""
+    if nr.get_backend(device).dtype_of(nr.ones(1, device=device)._data) is not nr.float32:
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(3)
+    steps, lr, wd = 4, 0.01, 0.1
+    p0, grads = _parameter_set(rng, 53, steps)
+    ps = _run(nn.optim.AdamW, p0, grads, device, lr=lr, weight_decay=wd)
+    u = 2.0 ** -24
+    for (p, st), a0, gs in zip(ps, p0, grads):
+        given = [g for g in gs if g is not None]
+        want, size = _reference(a0, given, lr, 0.9, 0.999, 1e-8, wd, True)
+        assert st["step"] == len(given)
+        for what, g, w, a in zip(("p", "m", "v"), (p.numpy(), st["exp_avg"].numpy(),
+                                                   st["exp_avg_sq"].numpy()), want, size):
+            err = np.abs(g.astype(np.float64) - w) / (u * np.maximum(a, 1e-30))
+            assert err.max(initial=0) <= 2 * len(given), (what, p.shape)
+
+
+def test_capturable_adam_over_many_parameters_as_one_by_one(device):
+    """The step counts on the device (one per parameter, differing): the parameters updated
+    together are the bits of each updated by an optimizer of its own (whose float32 bias
+    corrections test_optim compares with torch's)."""
+    rng = np.random.default_rng(5)
+    p0, grads = _parameter_set(rng, 53, 4)
+    together = _run(nn.optim.AdamW, p0, grads, device, lr=0.01, capturable=True)
+    for (p, st), a0, gs in zip(together, p0, grads):
+        (q, sq), = _run(nn.optim.AdamW, [a0], [gs], device, lr=0.01, capturable=True)
+        for a, b in ((p, q), (st["exp_avg"], sq["exp_avg"]), (st["exp_avg_sq"], sq["exp_avg_sq"]),
+                     (st["step"], sq["step"])):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def _run(opt_class, p0, grads, device, **kw):
+    """[(parameter, its optimizer state)] after len(grads[0]) steps of one optimizer over them."""
+    ps = [nn.Parameter(nr.tensor(p, device=device)) for p in p0]
+    opt = opt_class(ps, **kw)
+    for t in range(len(grads[0])):
+        for p, gs in zip(ps, grads):
+            p.grad = None if gs[t] is None else nr.tensor(gs[t], device=device)
+        opt.step()
+    return [(p, opt.state[p]) for p in ps]
+
+
+def test_sgd_over_many_parameters_matches_each_ones_update(device):
+    if nr.get_backend(device).dtype_of(nr.ones(1, device=device)._data) is not nr.float32:
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(4)
+    steps, lr = 4, 0.05
+    p0, grads = _parameter_set(rng, 53, steps)
+    ps = _run(nn.optim.SGD, p0, grads, device, lr=lr, momentum=0.9, weight_decay=0.01)
+    for (p, st), a0, gs in zip(ps, p0, grads):
+        want_p, want_b = _sgd_float32(a0, [g for g in gs if g is not None], lr, 0.9, 0.0, False,
+                                      0.01, False)
+        got_p, got_b = p.numpy(), st["momentum_buffer"].numpy()
+        if device == "webgpu":
+            for got, want in ((got_p, want_p), (got_b, want_b)):
+                size = np.abs(want) + lr * steps * 10
+                assert (np.abs(got - want) <= steps * 2.0 ** -24 * size).all()
+        else:
+            np.testing.assert_array_equal(got_p, want_p)
+            np.testing.assert_array_equal(got_b, want_b)

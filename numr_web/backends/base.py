@@ -288,6 +288,21 @@ class Backend:
         GradScaler's flag: where it is not 0 the outputs are the inputs (m, v zeros on the first
         step), the skip happening on the device."""
         return None
+    def adam_update_many(self, items, decay, factor, w, b2, eps, lr, b1, step, found=None):
+        """adam_update of many parameters of one group in one pass (cuda: one kernel a list of
+        tensors): items [(p, g, m, v)], m and v None on a parameter's first step; step one
+        count for all, or (capturable) a list of 0-d float handles, one per item. Returns
+        [(p, m, v) or None], None for an item the optimizer composes. Here: adam_update of
+        each."""
+        skip = {} if found is None else {"found": found}
+        return [self.adam_update(p, g, m, v, decay, factor, w, b2, eps, lr, b1,
+                                 step if isinstance(step, (int, float)) else step[i], **skip)
+                for i, (p, g, m, v) in enumerate(items)]
+    def sgd_update_many(self, items, weight_decay, momentum, dampening, nesterov, maximize, lr):
+        """sgd_update of many parameters in one pass: items [(p, g, buf)]; returns [(p, buf) or
+        None], None for an item the optimizer composes. Here: sgd_update of each."""
+        return [self.sgd_update(p, g, buf, weight_decay, momentum, dampening, nesterov, maximize,
+                                lr) for p, g, buf in items]
     def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
         """(p, buf) after one SGD step in one pass, or None where the backend has no fused form
         (the optimizer then composes it from ops). buf: the momentum buffer, None on the first

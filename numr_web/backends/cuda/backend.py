@@ -38,6 +38,7 @@ from .blas import Blas, CudaGemm, matrix_layout
 from .launch import BLOCK, Kernels
 from .cnn import CudaCNN
 from .nn import CudaNN
+from .optim import CudaOptim
 
 SUM_SMALL_MAX = 1 << 14    # sums up to this many elements run as one block (sum_small)
 
@@ -59,7 +60,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(CudaCNN, CudaGemm, CudaNN, ArrayBackend):
+class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs

@@ -23,7 +23,8 @@ KERNELS_CU = Path(__file__).with_name("kernels.cu")
 # AttMask, the tensor-core one the tiled one's helpers)
 ATTENTION_SOURCES = tuple(Path(__file__).with_name(f) for f in (
     "attention.cu", "attention_tiled.cu", "attention_mma.cu"))
-APPENDED_CU = ATTENTION_SOURCES + tuple(Path(__file__).with_name(f) for f in ("nn.cu", "cnn.cu"))
+APPENDED_CU = ATTENTION_SOURCES + tuple(Path(__file__).with_name(f)
+                                        for f in ("nn.cu", "optim.cu", "cnn.cu"))
 MARKER = "//@@ GENERATED ACTIVATIONS @@"
 C_TYPES = {"float32": "float", "float64": "double", "float16": "half_t"}
 OPTIONS = ("--std=c++17",)
@@ -91,7 +92,8 @@ def activation_source():
 @functools.lru_cache(maxsize=1)
 def source():
     """The whole CUDA source: kernels.cu with the generated activations at the marker, then
-    the attention kernels (attention.cu, attention_tiled.cu, attention_mma.cu) and nn.cu."""
+    the attention kernels (attention.cu, attention_tiled.cu, attention_mma.cu), nn.cu,
+    optim.cu and cnn.cu."""
     body = KERNELS_CU.read_text()
     if body.count(MARKER) != 1:
         raise RuntimeError(f"{KERNELS_CU.name} must contain the line {MARKER!r} exactly once")

@@ -113,6 +113,20 @@ class Kernels:
     def compiled(self):
         return len(self._fns)
 
+    @property
+    def launches_blocks(self):
+        """Whether launch_block can launch (CuPy has the driver's entry point)."""
+        return self._driver is not None
+
+    def launch_block(self, fn, blocks, threads, data, stream):
+        """Launch kernel fn, whose one parameter is a struct passed by value, from its bytes
+        (`data`): the driver copies the block when it launches, so nothing is uploaded and a
+        captured launch keeps the values in its graph node."""
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(buf))
+        self._driver.launchKernel(getattr(fn, "kernel", fn).ptr, blocks, 1, 1, threads, 1, 1, 0,
+                                  stream, ctypes.addressof(params), 0)
+
     def _build(self, key, template, name, family):
         """The launcher of `key`, built on its first use (callers look it up first, so the hot
         path builds no closures)."""

@@ -1,5 +1,6 @@
 // numr_web cuda backend: the fused nn kernels (launched by nn.py): layer / RMS norm forward and
-// backward, softmax cross-entropy forward and backward, the Adam / AdamW and SGD updates.
+// backward, softmax cross-entropy forward and backward, the scatter-add of whole rows (the
+// optimizers' updates are optim.cu's).
 // Appended to kernels.cu by codegen.py (uses its IO<S>).
 // Storage S: float, double, half_t (computed in float, rounded once); C: the compute type.
 
@@ -233,100 +234,6 @@ __global__ void __launch_bounds__(256) xent_bwd(
         if (j == label) d = s - stats[3 * row + 2] / total;
         if (SMOOTH) d -= sn;
         dr[j] = IO<S>::st(keep ? d * gr : C(0));
-    }
-}
-
-// -- Adam / AdamW: one pass over a parameter ---------------------------------------------------------
-// The same arithmetic, in the same order and roundings, as nn/optim's composed update (each
-// operation rounded on its own: __f*_rn keeps the compiler from contracting into FMAs):
-//   AdamW: base = p * f (f = 1 - lr wd) | Adam: g = g + p * f (f = wd) | no decay: base = p
-//   m = lerp(m, g, w) (torch's two forms: m + (g - m) w for |w| < 0.5, else g - (g - m)(1 - w))
-//   v = v b2 + (g (1 - b2)) g;   p = base - (m step_size) / (sqrt(v) / bc2_sqrt + eps)
-// FIRST: no state yet, m and v stand at 0 (the composed update's Python 0.0: m = 0 + (g - 0) w,
-// v = (g (1 - b2)) g). step_size and bc2_sqrt come as values, or (DEV, capturable: the step count
-// t on the device) are lr / (1 - b1^t) and sqrt(1 - b2^t) in float32.
-// Scalars arrive as doubles and are rounded to float as numpy rounds a Python number for float32.
-// found (or null): GradScaler's flag on the device; where it is not 0 the step is skipped, the
-// outputs are the inputs (m and v 0 on the FIRST step), so that a captured AMP step needs no
-// select of every tensor afterwards (torch's fused kernels take found_inf for the same reason).
-#define ADAM_DECAY_NONE 0
-#define ADAM_DECAY_L2 1
-#define ADAM_DECAY_DECOUPLED 2
-template <int DECAY, bool FIRST, bool DEV, bool LERP_HI>
-__global__ void __launch_bounds__(256) adam_f32(
-        const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ m,
-        const float* __restrict__ v, float* __restrict__ po, float* __restrict__ mo,
-        float* __restrict__ vo, const float* __restrict__ dstep,
-        const float* __restrict__ found, long long n, double f_,
-        double w_, double w1_, double b2_, double w2_, double eps_, double ss_, double bc_,
-        double lr_, double ln_b1_, double ln_b2_) {
-    const float f = (float)f_, w = (float)w_, w1 = (float)w1_, b2 = (float)b2_, w2 = (float)w2_;
-    const float eps = (float)eps_;
-    float ss = (float)ss_, bc = (float)bc_;
-    if (DEV) {       // the step count on the device: the bias corrections in float32, here,
-        const float t = dstep[0];      // 1 - b^t = -expm1(t ln b) (1 - powf would cancel)
-        ss = __fdiv_rn((float)lr_, -expm1f(t * (float)ln_b1_));
-        bc = __fsqrt_rn(-expm1f(t * (float)ln_b2_));
-    }
-    const bool skip = found != nullptr && found[0] != 0.f;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const float pi = p[i];
-        if (skip) {
-            po[i] = pi;
-            mo[i] = FIRST ? 0.f : m[i];
-            vo[i] = FIRST ? 0.f : v[i];
-            continue;
-        }
-        float gi = g[i], base = pi;
-        if (DECAY == ADAM_DECAY_DECOUPLED) base = __fmul_rn(pi, f);
-        if (DECAY == ADAM_DECAY_L2) gi = __fadd_rn(gi, __fmul_rn(pi, f));
-        const float m0 = FIRST ? 0.f : m[i];
-        const float d = __fsub_rn(gi, m0);
-        const float mi = LERP_HI ? __fsub_rn(gi, __fmul_rn(d, w1)) : __fadd_rn(m0, __fmul_rn(d, w));
-        const float gg = __fmul_rn(__fmul_rn(gi, w2), gi);
-        const float vi = FIRST ? gg : __fadd_rn(__fmul_rn(v[i], b2), gg);
-        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc), eps);
-        po[i] = __fsub_rn(base, __fdiv_rn(__fmul_rn(mi, ss), den));
-        mo[i] = mi;
-        vo[i] = vi;
-    }
-}
-
-// -- SGD: one pass over a parameter ----------------------------------------------------------------
-// torch.optim.SGD's update as nn/optim's composed form (SGD._update), each operation rounded on its
-// own (__f*_rn keeps the compiler from contracting into FMAs), the flags' parts where set:
-//   g = -g (SGD_MAXIMIZE);  g = g + p wd (SGD_DECAY);
-//   SGD_MOMENTUM: buf = g (FIRST) | buf mom + g damp1 (SGD_DAMP) | buf mom + g,
-//                 g = g + buf mom (SGD_NESTEROV) | buf;
-//   p = p - g lr
-// Scalars arrive as doubles (damp1 = 1 - dampening) and are rounded to float as numpy rounds a
-// Python number for float32.
-#define SGD_MAXIMIZE 1
-#define SGD_DECAY 2
-#define SGD_MOMENTUM 4
-#define SGD_DAMP 8
-#define SGD_NESTEROV 16
-template <bool FIRST>
-__global__ void __launch_bounds__(256) sgd_f32(
-        const float* __restrict__ p, const float* __restrict__ g, const float* __restrict__ buf,
-        float* __restrict__ po, float* __restrict__ bo, long long n, long long flags,
-        double wd_, double mom_, double damp1_, double lr_) {
-    const float wd = (float)wd_, mom = (float)mom_, damp1 = (float)damp1_, lr = (float)lr_;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const float pi = p[i];
-        float gi = g[i];
-        if (flags & SGD_MAXIMIZE) gi = -gi;
-        if (flags & SGD_DECAY) gi = __fadd_rn(gi, __fmul_rn(pi, wd));
-        if (flags & SGD_MOMENTUM) {
-            float b = gi;
-            if (!FIRST) b = __fadd_rn(__fmul_rn(buf[i], mom),
-                                      (flags & SGD_DAMP) ? __fmul_rn(gi, damp1) : gi);
-            bo[i] = b;
-            gi = (flags & SGD_NESTEROV) ? __fadd_rn(gi, __fmul_rn(b, mom)) : b;
-        }
-        po[i] = __fsub_rn(pi, __fmul_rn(gi, lr));
     }
 }
 

@@ -1,8 +1,7 @@
 """Launches of nn.cu's fused kernels, a mixin of CudaBackend: layer / RMS norm forward and backward
 (one warp per row, the row in registers up to ROW_REGISTERS values; one kernel each way, plus one
 for the weight and bias gradients' partial column sums), softmax cross-entropy (one warp per row,
-one kernel each way), the Adam / AdamW and SGD updates (one kernel per parameter instead of a
-dozen elementwise ones), and the scatter-add of whole rows (an embedding's backward: its L
+one kernel each way), and the scatter-add of whole rows (an embedding's backward: its L
 indices sorted, not every element). Cases the kernels do not cover fall back to the composed
 array-module forms (ArrayNN, the optimizer's ops). Also nr.profile's device timer."""
 from __future__ import annotations
@@ -10,16 +9,12 @@ from __future__ import annotations
 import math
 
 from ...shapes import prod
-from ..base import adam_scalars
 from . import timing
 from .launch import BLOCK
 
 WARPS = 8                              # rows per block of the norm kernels (256 threads)
 ROW_REGISTERS = (1, 2, 4, 8, 16, 32)   # values per lane kept in registers (rows up to 32 * 32)
 GRAD_COLS = 256                        # columns per block of the weight-gradient partials
-UPDATE_BLOCK, UPDATE_BLOCKS_PER_SM = 256, 8     # the optimizer kernels (adam_f32, sgd_f32)
-DECAY = {None: 0, "l2": 1, "decoupled": 2}    # nn.cu's ADAM_DECAY_*
-SGD_FLAGS = {"maximize": 1, "decay": 2, "momentum": 4, "damp": 8, "nesterov": 16}  # nn.cu's SGD_*
 
 
 def _b(flag):
@@ -208,69 +203,6 @@ class CudaNN:
                (keys, order, rows, out, L, R))
         rest = shape[:axis] + shape[axis + 1:]
         return xp.ascontiguousarray(xp.moveaxis(out.reshape((shape[axis],) + tuple(rest)), 0, axis))
-
-    # -- Adam / AdamW ------------------------------------------------------------------------------
-    def _update_grid(self, n):
-        """The optimizer kernels' grid over n elements (a grid-stride loop past the cap)."""
-        return (max(1, min(-(-n // UPDATE_BLOCK), UPDATE_BLOCKS_PER_SM * self._sms)),)
-
-    adam_takes_found = True               # adam_update(found=...) skips the step on the device
-
-    def adam_update(self, p, g, m, v, decay, factor, w, b2, eps, lr, b1, step, found=None):
-        """(p, m, v) after one Adam step (see nn.cu's adam_f32 for the formula); m and v None on
-        the first step; step a number or a 0-d device array (capturable); found: None or a 0-d
-        float32 device array, the step skipped where it is not 0. None where the kernel does not
-        apply (not float32)."""
-        xp = self.xp
-        if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape:
-            return None
-        first = m is None
-        dev = not isinstance(step, (int, float))
-        ss, bc = (0.0, 0.0) if dev else adam_scalars(lr, b1, b2, step)
-        p, g = xp.ascontiguousarray(p), xp.ascontiguousarray(g)
-        if not first:
-            m, v = xp.ascontiguousarray(m), xp.ascontiguousarray(v)
-        po, mo, vo = (xp.empty(p.shape, dtype=xp.float32) for _ in range(3))
-        hi = abs(w) >= 0.5
-        name = f"adam_f32<{DECAY[decay]}, {_b(first)}, {_b(dev)}, {_b(hi)}>"
-        fn = self._nn_fn(name, lambda: (f"adam_f32<{d}, {_b(f)}, {_b(dev)}, {_b(hi)}>"
-                                        for d in DECAY.values() for f in (False, True)))
-        n = p.size
-        if n:
-            fn(self._update_grid(n), (UPDATE_BLOCK,),
-               (p, g, 0 if first else m, 0 if first else v, po, mo, vo,
-                step.astype(xp.float32, copy=False) if dev else 0,
-                0 if found is None else found.astype(xp.float32, copy=False), n, float(factor),
-                float(w),
-                float(1 - w), float(b2), float(1 - b2), float(eps), float(ss), float(bc),
-                float(lr), math.log(b1), math.log(b2)))
-        return po, mo, vo
-
-    # -- SGD ---------------------------------------------------------------------------------------
-    def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
-        """(p, buf) after one SGD step (nn.cu's sgd_f32); None where the kernel does not apply
-        (not float32: ArrayOptim's form)."""
-        xp = self.xp
-        if p.dtype != xp.float32 or g.dtype != xp.float32 or p.shape != g.shape or \
-                (buf is not None and (buf.dtype != xp.float32 or buf.shape != p.shape)):
-            return super().sgd_update(p, g, buf, weight_decay, momentum, dampening, nesterov,
-                                      maximize, lr)
-        first = buf is None
-        p, g = xp.ascontiguousarray(p), xp.ascontiguousarray(g)
-        po = xp.empty(p.shape, dtype=xp.float32)
-        bo = xp.empty(p.shape, dtype=xp.float32) if momentum else None
-        flags = sum(SGD_FLAGS[k] for k, on in (("maximize", maximize), ("decay", weight_decay),
-                                               ("momentum", momentum), ("damp", dampening),
-                                               ("nesterov", nesterov)) if on)
-        fn = self._nn_fn(f"sgd_f32<{_b(first)}>",
-                         lambda: (f"sgd_f32<{_b(f)}>" for f in (False, True)))
-        n = p.size
-        if n:
-            fn(self._update_grid(n), (UPDATE_BLOCK,),
-               (p, g, 0 if first or not momentum else xp.ascontiguousarray(buf), po,
-                0 if bo is None else bo, n, flags, float(weight_decay), float(momentum),
-                float(1 - dampening), float(lr)))
-        return po, bo
 
     def concat(self, hs, axis):
         """cupy.concatenate of many parts uploads a table of their addresses (a host-to-device

@@ -67,10 +67,13 @@ class Optimizer:
         with _core.no_grad(), profiler_scope(f"{type(self).__name__}.step",
                                              first[0]._backend if first else None):
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, p.grad, self.state.setdefault(p, {}), group)
+                self._step_group(group, [p for p in group["params"] if p.grad is not None])
         return loss
+
+    def _step_group(self, group, params):
+        """Update the parameters of one group that have a gradient (one by one here)."""
+        for p in params:
+            self._update(p, p.grad, self.state.setdefault(p, {}), group)
 
     def _update(self, p, g, state, group):
         raise NotImplementedError
@@ -188,6 +191,42 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=bool(maximize)))
 
+    def _step_group(self, group, params):
+        """As Optimizer's, with the parameters whose backend updates a list in one pass
+        (sgd_update_many: one kernel a list on cuda) updated that way."""
+        for p in self._fused_many(group, params) if len(params) > 1 else params:
+            self._update(p, p.grad, self.state.setdefault(p, {}), group)
+
+    def _fused_many(self, group, params):
+        """The lists' updates; returns the parameters left to _update."""
+        left, lists = [], {}
+        for p in params:
+            buf = self.state.setdefault(p, {}).get("momentum_buffer")
+            if p.grad._backend is not p._backend or (buf is not None and
+                                                     buf._backend is not p._backend):
+                left.append(p)
+            else:
+                lists.setdefault(id(p._backend), []).append(p)
+        for ps in lists.values():
+            be, states = ps[0]._backend, [self.state[p] for p in ps]
+            bufs = [s.get("momentum_buffer") for s in states]
+            out = be.sgd_update_many(
+                [(p._data, p.grad._data, None if b is None else b._data) for p, b in zip(ps, bufs)],
+                group["weight_decay"], group["momentum"], group["dampening"], group["nesterov"],
+                bool(group.get("maximize")), group["lr"]) if len(ps) > 1 else None
+            for i, p in enumerate(ps):
+                if out is None or out[i] is None:
+                    left.append(p)
+                else:
+                    self._store(p, states[i], out[i])
+        return left
+
+    @staticmethod
+    def _store(p, state, out):
+        _core.rebind(p, Tensor._wrap(out[0], p.dtype, p.device, p._backend))
+        if out[1] is not None:
+            state["momentum_buffer"] = Tensor._wrap(out[1], p.dtype, p.device, p._backend)
+
     def _update(self, p, g, state, group):
         if self._fused(p, g, state, group):
             return
@@ -204,8 +243,7 @@ class SGD(Optimizer):
             g = g + buf * mom if group["nesterov"] else buf
         self._assign(p, p - g * group["lr"])
 
-    @staticmethod
-    def _fused(p, g, state, group):
+    def _fused(self, p, g, state, group):
         """The update above as one backend primitive where the backend has it (the same
         arithmetic in one pass): True when done."""
         be, buf = p._backend, state.get("momentum_buffer")
@@ -216,9 +254,7 @@ class SGD(Optimizer):
                             group["nesterov"], bool(group.get("maximize")), group["lr"])
         if out is None:
             return False
-        _core.rebind(p, Tensor._wrap(out[0], p.dtype, p.device, be))
-        if out[1] is not None:
-            state["momentum_buffer"] = Tensor._wrap(out[1], p.dtype, p.device, be)
+        self._store(p, state, out)
         return True
 
 
@@ -243,8 +279,22 @@ class Adam(Optimizer):
                                       capturable=bool(capturable), maximize=bool(maximize),
                                       decoupled_weight_decay=decoupled))
 
+    def _step_group(self, group, params):
+        """Every parameter's step count, then one update of the parameters whose backend
+        updates a list in one pass (adam_update_many: one kernel a list on cuda), and each
+        other one by itself."""
+        if group["amsgrad"] or group.get("maximize") or len(params) < 2:
+            return super()._step_group(group, params)
+        todo = [(p, self.state.setdefault(p, {})) for p in params]
+        todo = [(p, state, self._count(p, state, group)) for p, state in todo]
+        for p, state, step in self._fused_many(group, todo):
+            self._apply(p, p.grad, state, group, step)
+
     def _update(self, p, g, state, group):
-        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        self._apply(p, g, state, group, self._count(p, state, group))
+
+    def _count(self, p, state, group):
+        """The parameter's step count after this step: a number, or (capturable) a 0-d tensor."""
         step = state.get("step")
         if group["capturable"] and self._found is not None:
             inc = self._increment(p)          # 0 where GradScaler skips the step: the count stays
@@ -254,6 +304,10 @@ class Adam(Optimizer):
                 if step is None else step + 1
         else:
             step = state["step"] = (step or 0) + 1
+        return step
+
+    def _apply(self, p, g, state, group, step):
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         if not (group["amsgrad"] or group.get("maximize")) and self._fused(p, g, state, group, step):
             return
         if group.get("maximize"):
@@ -284,25 +338,64 @@ class Adam(Optimizer):
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         if g._backend is not be or (m is None) != (v is None):
             return False
+        skip = self._skip(p)
+        out = be.adam_update(p._data, g._data, None if m is None else m._data,
+                             None if v is None else v._data, *self._hyper(group),
+                             step._data if isinstance(step, Tensor) else step, **skip)
+        if out is None:
+            return False
+        self._store(p, state, out, skip)
+        return True
+
+    def _fused_many(self, group, todo):
+        """The lists' updates (todo: (p, state, step) each; one list per backend and step
+        count, or per backend where the counts are on the device); returns what is left."""
+        left, lists = [], {}
+        for item in todo:
+            p, state, step = item
+            m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+            if p.grad._backend is not p._backend or (m is None) != (v is None):
+                left.append(item)
+            else:
+                key = (id(p._backend), None if isinstance(step, Tensor) else step)
+                lists.setdefault(key, []).append(item)
+        for items in lists.values():
+            p0, _, step = items[0]
+            skip = self._skip(p0)
+            data = [(p._data, p.grad._data, *(None if s.get(k) is None else s[k]._data
+                                              for k in ("exp_avg", "exp_avg_sq")))
+                    for p, s, _ in items]
+            out = p0._backend.adam_update_many(
+                data, *self._hyper(group),
+                [s._data for _, _, s in items] if isinstance(step, Tensor) else step,
+                **skip) if len(items) > 1 else None
+            for i, item in enumerate(items):
+                if out is None or out[i] is None:
+                    left.append(item)
+                else:
+                    self._store(item[0], item[1], out[i], skip)
+        return left
+
+    def _hyper(self, group):
+        """adam_update's (decay, factor, w, b2, eps, lr, b1) of a group."""
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         decoupled = group.get("decoupled_weight_decay", self.decoupled)
         decay = None if not wd else "decoupled" if decoupled else "l2"
         factor = (1 - lr * wd) if decoupled else wd
-        skip = {}
-        if self._found is not None and be.adam_takes_found:
-            skip["found"] = self._found.to(p.device)._data
-        out = be.adam_update(p._data, g._data, None if m is None else m._data,
-                             None if v is None else v._data, decay, factor, 1 - b1, b2,
-                             group["eps"], lr, b1, step._data if isinstance(step, Tensor) else step,
-                             **skip)
-        if out is None:
-            return False
+        return decay, factor, 1 - b1, b2, group["eps"], lr, b1
+
+    def _skip(self, p):
+        """GradScaler's flag as the backend's update takes it ({} where it does not)."""
+        if self._found is not None and p._backend.adam_takes_found:
+            return {"found": self._found.to(p.device)._data}
+        return {}
+
+    def _store(self, p, state, out, skip):
         if skip:
             self._handled.add(id(p))
-        po, mo, vo = (Tensor._wrap(h, p.dtype, p.device, be) for h in out)
+        po, mo, vo = (Tensor._wrap(h, p.dtype, p.device, p._backend) for h in out)
         _core.rebind(p, po)
         state["exp_avg"], state["exp_avg_sq"] = mo, vo
-        return True
 
 
     def _step_skipping(self, found, *args, **kwargs):
