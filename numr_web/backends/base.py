@@ -33,6 +33,9 @@ class Backend:
     can_argsort = False           # argsort(h, axis, descending): a stable sort primitive; else
                                   # the ops layer sorts with a bitonic network of other ops
     adam_takes_found = False      # adam_update(..., found=flag): skips a step on the device
+    update_list = (1, 0)          # (tensors, elements) the optimizers hand *_update_many at once
+                                  # at most (a list's new values exist beside the old ones until
+                                  # stored; one tensor always fits)
     fused_cells = False           # lstm_cell / gru_cell (+ _backward): the recurrent cells'
                                   # pointwise work as one primitive each way; else nn composes it
 

@@ -13,6 +13,7 @@ import struct
 from ..base import adam_scalars
 
 LIST_TENSORS = 48                  # optim.cu's LIST_TENSORS
+LIST_ELEMENTS = 1 << 24            # elements a list at most (its new values beside the old ones)
 UPDATE_BLOCK, UPDATE_BLOCKS_PER_SM = 256, 8
 ALIGN = 64                         # elements: each tensor of a list's outputs starts on 256 bytes
 DECAY = {None: 0, "l2": 1, "decoupled": 2}    # optim.cu's ADAM_DECAY_*
@@ -51,6 +52,7 @@ def chunks(items):
 
 class CudaOptim:
     adam_takes_found = True               # adam_update(found=...) skips the step on the device
+    update_list = (LIST_TENSORS, LIST_ELEMENTS)
 
     def _update_grid(self, n):
         """The update kernels' grid over n elements (a grid-stride loop past the cap)."""

@@ -126,6 +126,21 @@ class Optimizer:
             self.state[p] = {k: _to_param(v, p) for k, v in s.items()}
 
 
+def _runs(items, param):
+    """Consecutive runs of items (of one backend) for one *_update_many call each, as long as
+    the backend's update_list allows: its new values exist beside the old ones until stored."""
+    most, elements = param(items[0])._backend.update_list
+    out, run, n = [], [], 0
+    for it in items:
+        k = param(it).numel()
+        if run and (len(run) >= most or n + k > elements):
+            out.append(run)
+            run, n = [], 0
+        run.append(it)
+        n += k
+    return out + [run]
+
+
 def _to_param(v, p):
     if not isinstance(v, Tensor):
         return v
@@ -194,7 +209,7 @@ class SGD(Optimizer):
     def _step_group(self, group, params):
         """As Optimizer's, with the parameters whose backend updates a list in one pass
         (sgd_update_many: one kernel a list on cuda) updated that way."""
-        for p in self._fused_many(group, params) if len(params) > 1 else params:
+        for p in self._fused_many(group, params):
             self._update(p, p.grad, self.state.setdefault(p, {}), group)
 
     def _fused_many(self, group, params):
@@ -207,13 +222,13 @@ class SGD(Optimizer):
                 left.append(p)
             else:
                 lists.setdefault(id(p._backend), []).append(p)
-        for ps in lists.values():
+        for ps in (run for same in lists.values() for run in _runs(same, lambda p: p)):
             be, states = ps[0]._backend, [self.state[p] for p in ps]
             bufs = [s.get("momentum_buffer") for s in states]
             out = be.sgd_update_many(
                 [(p._data, p.grad._data, None if b is None else b._data) for p, b in zip(ps, bufs)],
                 group["weight_decay"], group["momentum"], group["dampening"], group["nesterov"],
-                bool(group.get("maximize")), group["lr"]) if len(ps) > 1 else None
+                bool(group.get("maximize")), group["lr"])
             for i, p in enumerate(ps):
                 if out is None or out[i] is None:
                     left.append(p)
@@ -283,7 +298,7 @@ class Adam(Optimizer):
         """Every parameter's step count, then one update of the parameters whose backend
         updates a list in one pass (adam_update_many: one kernel a list on cuda), and each
         other one by itself."""
-        if group["amsgrad"] or group.get("maximize") or len(params) < 2:
+        if group["amsgrad"] or group.get("maximize"):
             return super()._step_group(group, params)
         todo = [(p, self.state.setdefault(p, {})) for p in params]
         todo = [(p, state, self._count(p, state, group)) for p, state in todo]
@@ -359,7 +374,7 @@ class Adam(Optimizer):
             else:
                 key = (id(p._backend), None if isinstance(step, Tensor) else step)
                 lists.setdefault(key, []).append(item)
-        for items in lists.values():
+        for items in (run for same in lists.values() for run in _runs(same, lambda it: it[0])):
             p0, _, step = items[0]
             skip = self._skip(p0)
             data = [(p._data, p.grad._data, *(None if s.get(k) is None else s[k]._data
@@ -368,7 +383,7 @@ class Adam(Optimizer):
             out = p0._backend.adam_update_many(
                 data, *self._hyper(group),
                 [s._data for _, _, s in items] if isinstance(step, Tensor) else step,
-                **skip) if len(items) > 1 else None
+                **skip)
             for i, item in enumerate(items):
                 if out is None or out[i] is None:
                     left.append(item)
