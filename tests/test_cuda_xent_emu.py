@@ -24,7 +24,7 @@ def _source():                                   # (cuda_emu.h has kernels.cu's 
     nn = (CU / "nn.cu").read_text()
     head = nn[:nn.index("// -- layer / RMS norm")]
     row = next(ln for ln in nn.splitlines() if ln.startswith("#define ROW_OF_WARP"))
-    xent = nn[nn.index("// -- softmax cross-entropy"):nn.index("// -- Adam / AdamW")]
+    xent = nn[nn.index("// -- softmax cross-entropy"):nn.index("// -- scatter-add of whole rows")]
     return "\n".join([head, row, xent])
 
 
