@@ -4,9 +4,16 @@ functions the rows' numpy code calls. Functions take the array module `xp` first
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 from ._erf import erf, erfc, in_blocks
+
+
+def _errstate(xp, **kw):
+    """numpy's errstate; CuPy has none (it warns of nothing)."""
+    f = getattr(xp, "errstate", None)
+    return f(**kw) if f is not None else contextlib.nullcontext()
 
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -90,7 +97,7 @@ def _gelu_dz(xp, z):
 def _gelu_d1_from_y(xp, d, bufs, dy, z, y):
     # Phi(z) = y / z from the output: no second erf (0.5 where z is 0 or too small to divide by)
     cdf, p = bufs
-    with xp.errstate(divide="ignore", invalid="ignore"):
+    with _errstate(xp, divide="ignore", invalid="ignore"):
         xp.divide(y, z, out=cdf)
     xp.abs(z, out=p)
     if p.size and not p.min() > 1e-30:         # only where the block has such z (or a NaN)
@@ -225,7 +232,7 @@ def _rounded_once(dz):
     def block(xp, o, bufs, z, dy=None):
         # (in_blocks' worker threads do not inherit the caller's np.errstate: inf * 0 in the
         # tails would warn there)
-        with xp.errstate(all="ignore"):
+        with _errstate(xp, all="ignore"):
             d = dz(xp, z.astype(xp.float64))
             if dy is not None:
                 d *= dy
