@@ -1120,3 +1120,31 @@ def test_pool_gives_each_allocation_of_a_step_its_buffer_of_the_step_before():
         del a, b, c
     assert seen[2] == seen[3] and seen[1] == seen[2]
     assert pool.stats()["created"] >= 2
+
+
+def test_pool_keeps_an_optimizers_two_buffers_a_parameter_from_step_to_step():
+    """Parameters an optimizer replaces each step alternate between two buffers, while the
+    forward's and backward's values of the same size class come and go around them: after a few
+    steps every parameter binds the buffer it had two steps before and the pool makes no new
+    buffers (before, a place whose buffers were both held took another place's spare, which then
+    did the same, and every step bound new buffer sets, each bind group made anew)."""
+    if "webgpu" not in nr.available_devices():
+        pytest.skip("no webgpu adapter")
+    pool = nr.get_backend("webgpu").pool
+    rng = np.random.default_rng(0)
+    model = nr.nn.MLP([64, 64, 64, 64], activation="relu", device="webgpu", seed=1)
+    opt = nr.nn.optim.AdamW(model.parameters(), lr=1e-3)
+    x = nr.tensor(rng.standard_normal((64, 64)).astype(np.float32), device="webgpu")
+    y = nr.tensor(rng.integers(0, 64, 64).astype(np.int32), device="webgpu")
+    seen, created = [], []
+    for step in range(10):
+        loss = nr.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        assert np.isfinite(loss.item())
+        seen.append([p._data.storage.raw for p in model.parameters()])
+        created.append(pool.stats()["created"])
+    for s in range(6, 10):
+        assert seen[s] == seen[s - 2], s
+    assert created[5] == created[9]

@@ -10,10 +10,11 @@ an upload (`alloc(..., upload=True)`) before the next submit. Kernel outputs may
 
 Allocations remember their place: the k-th allocation of a size class since the last readback
 (`new_round`, called by every readback: once a step in a training loop) takes, when it is free,
-the buffer the k-th took in the round before, or in the round before that (a parameter an
-optimizer rebinds each step alternates between two buffers). A step's dispatches then bind the
-same buffers every step, and the adapter's cached bind groups (one per pipeline and buffer set)
-are found instead of made again (making one costs ~200 us in wgpu-native on the H200).
+the buffer the k-th took in the round before, or (a place whose last buffer was still held when
+it came round: a parameter an optimizer rebinds each step) its second buffer, which no other
+place's miss may take. A step's dispatches then bind the same buffers every step, and the
+adapter's cached bind groups (one per pipeline and buffer set) are found instead of made again
+(making one costs ~200 us in wgpu-native on the H200).
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class BufferPool:
         self.bytes_total = 0         # bytes of all buffers the pool owns (live + free)
         self._round: dict = {}       # size class -> allocations of it since new_round()
         self._placed: dict = {}      # (size class, k) -> (id of the buffer taken, and before)
+        self._alt: dict = {}         # size class -> {buffer id: the k whose second buffer it is}
 
     def alloc(self, nbytes, upload=False):
         cls = size_class(nbytes)
@@ -64,13 +66,17 @@ class BufferPool:
         k = self._round.get(cls, 0)
         self._round[cls] = k + 1
         placed = self._placed.get((cls, k), ())
+        alt = self._alt.setdefault(cls, {})
         if free:
             if not upload or not self.has_pending():
                 key = next((p for p in placed if p in free), None)
-                raw = free.pop(key)[0] if key is not None else free.popitem()[1][0]
+                if key is None:      # a miss: a buffer no other place keeps for its next value
+                    key = next((p for p in free if alt.get(p, k) == k), None)
+                if key is not None:
+                    raw = free.pop(key)[0]
             else:
                 for key in reversed(list(free)):
-                    if free[key][1] < self.submits:
+                    if free[key][1] < self.submits and alt.get(key, k) == k:
                         raw = free.pop(key)[0]
                         break
         if raw is None:
@@ -78,11 +84,32 @@ class BufferPool:
             self.created += 1
             self.bytes_total += cls
         if k < PLACES:
-            self._placed[(cls, k)] = (id(raw),) + placed[:1]
+            self._place(cls, k, placed, id(raw), alt)
         st = Storage(raw, cls)
         self.live += 1
         weakref.finalize(st, self._release, raw, cls)
         return st
+
+    def _place(self, cls, k, placed, got, alt):
+        """Remember the buffer the k-th allocation took. A place keeps a second buffer only when
+        it needed one (its last buffer was still held: a value replaced each step, as an
+        optimizer's, alternates between two), and no other place's miss takes that second one:
+        without it a miss took another place's spare, which then missed in turn, round after
+        round, each making its bind groups anew."""
+        if placed and got == placed[0]:
+            return
+        if len(placed) > 1 and got == placed[1]:
+            new = (got, placed[0])
+        elif placed and placed[0] not in self.free.get(cls, ()):
+            new = (got, placed[0])   # the last buffer was still held: keep both
+        else:
+            new = (got,)
+        for p in placed[1:]:
+            if alt.get(p) == k:
+                del alt[p]
+        for p in new[1:]:
+            alt[p] = k
+        self._placed[(cls, k)] = new
 
     def _release(self, raw, cls):
         self.live -= 1
@@ -99,6 +126,8 @@ class BufferPool:
                 self.adapter.destroy_buffer(raw)
                 self.bytes_total -= cls
         self.free.clear()
+        self._placed.clear()         # their ids may be reused by new buffers
+        self._alt.clear()
 
     def stats(self):
         return {"created": self.created, "live": self.live,
