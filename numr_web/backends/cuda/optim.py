@@ -4,7 +4,7 @@ elementwise ops a parameter, or one launch a parameter). The new values of a lis
 allocation per kind (parameters, first and second moments), each tensor a view of it, so a step
 allocates three times instead of three times per parameter. Cases the kernels do not cover (not
 float32, no driver entry point to pass a list by value) are left to the optimizer's composed
-form (SGD: ArrayOptim's)."""
+form (SGD: ArrayOptim's one pass)."""
 from __future__ import annotations
 
 import math
@@ -29,20 +29,22 @@ def _b(flag):
     return "true" if flag else "false"
 
 
+def _words(ptrs, ends):
+    """The list's pointer columns and cumulative sizes, each padded to LIST_TENSORS entries."""
+    pad = [0] * (_L - len(ends))
+    return [x for col in ptrs for x in list(col) + pad] + list(ends) + pad
+
+
 def pack_adam(ptrs, ends, found, scalars):
     """AdamList's bytes. ptrs: eight lists (p, g, m, v, po, mo, vo, step) of addresses (0 for
     none), one per tensor; ends: the cumulative sizes; found: an address or 0; scalars: f, w,
     w1, b2, w2, eps, ss, bc, lr, ln_b1, ln_b2."""
-    pad = [0] * (_L - len(ends))
-    words = [x for col in ptrs for x in list(col) + pad]
-    return ADAM_LIST.pack(*words, *ends, *pad, found, len(ends), *scalars, 0.0)
+    return ADAM_LIST.pack(*_words(ptrs, ends), found, len(ends), *scalars, 0.0)
 
 
 def pack_sgd(ptrs, ends, flags, scalars):
     """SgdList's bytes. ptrs: five lists (p, g, buf, po, bo); scalars: wd, mom, damp1, lr."""
-    pad = [0] * (_L - len(ends))
-    words = [x for col in ptrs for x in list(col) + pad]
-    return SGD_LIST.pack(*words, *ends, *pad, len(ends), flags, *scalars)
+    return SGD_LIST.pack(*_words(ptrs, ends), len(ends), flags, *scalars)
 
 
 def chunks(items):
@@ -71,12 +73,33 @@ class CudaOptim:
         return [tuple(b[o:o + math.prod(s)].reshape(s) for b in slabs)
                 for o, s in zip(starts, shapes)]
 
-    @staticmethod
-    def _ends(items):
-        out, n = [], 0
-        for it in items:
-            n += it[0].size
-            out.append(n)
+    def _lists(self, items, kinds, first_of, launch):
+        """Every item the kernels take (float32, one shape), in lists of at most LIST_TENSORS
+        of one kind of step (first_of(item): True, False, or None where no kernel fits): for
+        each list launch(first, indices, inputs made contiguous, `kinds` new outputs each, the
+        cumulative sizes). Returns [outputs or None] per item (an empty tensor's new outputs
+        without a launch); all None where no list can be launched."""
+        xp = self.xp
+        out = [None] * len(items)
+        if not self.kernels.launches_blocks:
+            return out
+        fits = [first_of(it) if self._fits(*it) else None for it in items]
+        for first in (True, False):
+            todo = [i for i, it in enumerate(items) if fits[i] is first and it[0].size]
+            for part in chunks(todo):
+                ins = [tuple(None if a is None else xp.ascontiguousarray(a) for a in items[i])
+                       for i in part]
+                outs = self._list_outputs([items[i][0].shape for i in part], kinds)
+                ends, n = [], 0
+                for it in ins:
+                    n += it[0].size
+                    ends.append(n)
+                launch(first, part, ins, outs, ends)
+                for i, o in zip(part, outs):
+                    out[i] = o
+        for i, it in enumerate(items):
+            if fits[i] is not None and it[0].size == 0:
+                out[i] = tuple(xp.empty(it[0].shape, dtype=xp.float32) for _ in range(kinds))
         return out
 
     @staticmethod
@@ -103,88 +126,59 @@ class CudaOptim:
         item (capturable); found: None or a 0-d float32 device array, GradScaler's flag. None
         for an item the kernel does not take (not float32), and for every item where a list
         cannot be launched (the optimizer composes those)."""
-        xp = self.xp
-        if not self.kernels.launches_blocks:
-            return [None] * len(items)
         dev = not isinstance(step, (int, float))
         ss, bc = (0.0, 0.0) if dev else adam_scalars(lr, b1, b2, step)
         hi = abs(w) >= 0.5
         scalars = (factor, w, 1 - w, b2, 1 - b2, eps, ss, bc, lr, math.log(b1), math.log(b2))
+        ptr, xp = self._address, self.xp
         flag = None if found is None else found.astype(xp.float32, copy=False)
-        out = [None] * len(items)
-        for first in (True, False):
-            todo = [i for i, (p, g, m, v) in enumerate(items)
-                    if (m is None) == first and (m is None) == (v is None) and
-                    self._fits(p, g, m, v) and p.size]
-            name = f"adam_list<{DECAY[decay]}, {_b(first)}, {_b(dev)}, {_b(hi)}>"
-            for part in chunks(todo):
-                fn = self.kernels.function(name, lambda: (
-                    f"adam_list<{d}, {_b(f)}, {_b(dev)}, {_b(hi)}>"
-                    for d in DECAY.values() for f in (False, True)))
-                ins = [tuple(xp.ascontiguousarray(a) if a is not None else None
-                             for a in items[i]) for i in part]
-                outs = self._list_outputs([items[i][0].shape for i in part], 3)
-                steps = [step[i].astype(xp.float32, copy=False) for i in part] if dev else []
-                ptr = self._address
-                ptrs = [[ptr(t[k]) for t in ins] for k in range(4)] + \
-                       [[ptr(o[k]) for o in outs] for k in range(3)] + \
-                       [[ptr(s) for s in steps] if dev else [0] * len(part)]
-                ends = self._ends(ins)
-                self.kernels.launch_block(fn, self._update_grid(ends[-1]), UPDATE_BLOCK,
-                                          pack_adam(ptrs, ends, ptr(flag), scalars),
-                                          self._stream().ptr)
-                for i, o in zip(part, outs):
-                    out[i] = o
-        for i, (p, g, m, v) in enumerate(items):       # empty tensors: nothing to launch
-            if out[i] is None and p.size == 0 and self._fits(p, g, m, v):
-                out[i] = tuple(xp.empty(p.shape, dtype=xp.float32) for _ in range(3))
-        return out
+
+        def launch(first, part, ins, outs, ends):
+            fn = self.kernels.function(
+                f"adam_list<{DECAY[decay]}, {_b(first)}, {_b(dev)}, {_b(hi)}>",
+                lambda: (f"adam_list<{d}, {_b(f)}, {_b(dev)}, {_b(hi)}>"
+                         for d in DECAY.values() for f in (False, True)))
+            # (arrays made here stay referenced until the launch is queued)
+            steps = [step[i].astype(xp.float32, copy=False) for i in part] if dev else None
+            ptrs = [[ptr(t[k]) for t in ins] for k in range(4)] + \
+                [[ptr(o[k]) for o in outs] for k in range(3)] + \
+                [[ptr(s) for s in steps] if dev else [0] * len(part)]
+            self.kernels.launch_block(fn, self._update_grid(ends[-1]), UPDATE_BLOCK,
+                                      pack_adam(ptrs, ends, ptr(flag), scalars),
+                                      self._stream().ptr)
+        # a list of first steps (no moments yet) or of later ones (both moments)
+        return self._lists(items, 3, lambda it: (it[2] is None) if (it[2] is None) ==
+                           (it[3] is None) else None, launch)
 
     # -- SGD -----------------------------------------------------------------------------------------
     def sgd_update(self, p, g, buf, weight_decay, momentum, dampening, nesterov, maximize, lr):
-        """(p, buf) after one SGD step (optim.cu's sgd_list over a list of one); ArrayOptim's
-        form where the kernel does not apply."""
-        out = self.sgd_update_many([(p, g, buf)], weight_decay, momentum, dampening, nesterov,
-                                   maximize, lr)
-        if out[0] is None:
-            return super().sgd_update(p, g, buf, weight_decay, momentum, dampening, nesterov,
-                                      maximize, lr)
-        return out[0]
+        """(p, buf) after one SGD step: sgd_update_many of one."""
+        return self.sgd_update_many([(p, g, buf)], weight_decay, momentum, dampening, nesterov,
+                                    maximize, lr)[0]
 
     def sgd_update_many(self, items, weight_decay, momentum, dampening, nesterov, maximize, lr):
         """[(p, buf) or None] after one SGD step of each item (p, g, buf): buf the momentum
-        buffer, None on the first step (and returned None without momentum). None for an item
-        the kernel does not take, and for every item where a list cannot be launched."""
-        xp = self.xp
-        if not self.kernels.launches_blocks:
-            return [None] * len(items)
+        buffer, None on the first step (and returned None without momentum). optim.cu's
+        sgd_list over the float32 items; ArrayOptim's one pass for the others (None where that
+        has none)."""
         flags = sum(SGD_FLAGS[k] for k, on in (("maximize", maximize), ("decay", weight_decay),
                                                ("momentum", momentum), ("damp", dampening),
                                                ("nesterov", nesterov)) if on)
         scalars = (weight_decay, momentum, 1 - dampening, lr)
-        kinds = 2 if momentum else 1
-        out = [None] * len(items)
-        for first in (True, False):
-            todo = [i for i, (p, g, buf) in enumerate(items)
-                    if (buf is None or not momentum) == first and self._fits(p, g, buf) and p.size]
-            for part in chunks(todo):
-                fn = self.kernels.function(f"sgd_list<{_b(first)}>",
-                                           lambda: (f"sgd_list<{_b(f)}>" for f in (False, True)))
-                ins = [tuple(xp.ascontiguousarray(a) if a is not None else None
-                             for a in items[i]) for i in part]
-                outs = self._list_outputs([items[i][0].shape for i in part], kinds)
-                ptr = self._address
-                ptrs = [[ptr(t[0]) for t in ins], [ptr(t[1]) for t in ins],
-                        [ptr(t[2]) if momentum else 0 for t in ins], [ptr(o[0]) for o in outs],
-                        [ptr(o[1]) if momentum else 0 for o in outs]]
-                ends = self._ends(ins)
-                self.kernels.launch_block(fn, self._update_grid(ends[-1]), UPDATE_BLOCK,
-                                          pack_sgd(ptrs, ends, flags, scalars),
-                                          self._stream().ptr)
-                for i, o in zip(part, outs):
-                    out[i] = (o[0], o[1] if momentum else None)
-        for i, (p, g, buf) in enumerate(items):        # empty tensors: nothing to launch
-            if out[i] is None and p.size == 0 and self._fits(p, g, buf):
-                new = [xp.empty(p.shape, dtype=xp.float32) for _ in range(kinds)]
-                out[i] = (new[0], new[1] if momentum else None)
+        ptr = self._address
+
+        def launch(first, part, ins, outs, ends):
+            fn = self.kernels.function(f"sgd_list<{_b(first)}>",
+                                       lambda: (f"sgd_list<{_b(f)}>" for f in (False, True)))
+            ptrs = [[ptr(t[0]) for t in ins], [ptr(t[1]) for t in ins],
+                    [ptr(t[2]) if momentum else 0 for t in ins], [ptr(o[0]) for o in outs],
+                    [ptr(o[1]) if momentum else 0 for o in outs]]
+            self.kernels.launch_block(fn, self._update_grid(ends[-1]), UPDATE_BLOCK,
+                                      pack_sgd(ptrs, ends, flags, scalars), self._stream().ptr)
+        out = self._lists(items, 2 if momentum else 1,
+                          lambda it: it[2] is None or not momentum, launch)
+        for i, (o, item) in enumerate(zip(out, items)):
+            out[i] = super().sgd_update(*item, weight_decay, momentum, dampening, nesterov,
+                                        maximize, lr) if o is None else \
+                (o[0], o[1] if momentum else None)
         return out

@@ -209,11 +209,11 @@ class SGD(Optimizer):
     def _step_group(self, group, params):
         """As Optimizer's, with the parameters whose backend updates a list in one pass
         (sgd_update_many: one kernel a list on cuda) updated that way."""
-        for p in self._fused_many(group, params):
-            self._update(p, p.grad, self.state.setdefault(p, {}), group)
+        for p in self._fused_many(group, params):               # tried there: composed
+            self._composed(p, p.grad, self.state[p], group)
 
     def _fused_many(self, group, params):
-        """The lists' updates; returns the parameters left to _update."""
+        """The lists' updates; returns the parameters left to the composed form."""
         left, lists = [], {}
         for p in params:
             buf = self.state.setdefault(p, {}).get("momentum_buffer")
@@ -243,8 +243,10 @@ class SGD(Optimizer):
             state["momentum_buffer"] = Tensor._wrap(out[1], p.dtype, p.device, p._backend)
 
     def _update(self, p, g, state, group):
-        if self._fused(p, g, state, group):
-            return
+        if not self._fused(p, g, state, group):
+            self._composed(p, g, state, group)
+
+    def _composed(self, p, g, state, group):
         if group.get("maximize"):
             g = -g
         wd, mom = group["weight_decay"], group["momentum"]
@@ -302,11 +304,14 @@ class Adam(Optimizer):
             return super()._step_group(group, params)
         todo = [(p, self.state.setdefault(p, {})) for p in params]
         todo = [(p, state, self._count(p, state, group)) for p, state in todo]
-        for p, state, step in self._fused_many(group, todo):
-            self._apply(p, p.grad, state, group, step)
+        for p, state, step in self._fused_many(group, todo):     # tried there: composed
+            self._composed(p, p.grad, state, group, step)
 
     def _update(self, p, g, state, group):
-        self._apply(p, g, state, group, self._count(p, state, group))
+        step = self._count(p, state, group)
+        if not (group["amsgrad"] or group.get("maximize")) and self._fused(p, g, state, group, step):
+            return
+        self._composed(p, g, state, group, step)
 
     def _count(self, p, state, group):
         """The parameter's step count after this step: a number, or (capturable) a 0-d tensor."""
@@ -321,10 +326,8 @@ class Adam(Optimizer):
             step = state["step"] = (step or 0) + 1
         return step
 
-    def _apply(self, p, g, state, group, step):
+    def _composed(self, p, g, state, group, step):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
-        if not (group["amsgrad"] or group.get("maximize")) and self._fused(p, g, state, group, step):
-            return
         if group.get("maximize"):
             g = -g
         base = p
@@ -364,7 +367,8 @@ class Adam(Optimizer):
 
     def _fused_many(self, group, todo):
         """The lists' updates (todo: (p, state, step) each; one list per backend and step
-        count, or per backend where the counts are on the device); returns what is left."""
+        count, or per backend where the counts are on the device); returns what is left to
+        the composed form."""
         left, lists = [], {}
         for item in todo:
             p, state, step = item
