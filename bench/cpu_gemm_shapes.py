@@ -32,7 +32,7 @@ blas_env.unset()                           # before numpy loads OpenBLAS
 
 import numpy as np  # noqa: E402
 
-from cpu_threads import median_ms as _median_ms  # noqa: E402  (bench/cpu_threads.py's timer)
+from timing import median_ms as _median_ms  # noqa: E402
 
 # Seconds to wait before each figure: after a threaded call OpenBLAS's idle threads spin for about
 # 2^28 cycles (its THREAD_TIMEOUT), OpenMP's for its blocktime, taking the cores from whatever runs

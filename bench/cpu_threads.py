@@ -28,7 +28,6 @@ import collections
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ sys.path[0] = str(ROOT)                    # numr_web from this checkout
 sys.path.insert(1, str(ROOT / "bench"))
 
 import blas_env  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 blas_env.unset()                           # before numpy loads OpenBLAS
 
@@ -118,17 +118,6 @@ def numr_step(name, scale):
         opt.step()
         return loss.item()
     return step
-
-
-def median_ms(step, steps, warmup=1):
-    for _ in range(warmup):
-        step()
-    ts = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
 
 
 def primitive_profile(step):

@@ -14,13 +14,12 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # also under `numr-web bench`
 import blas_env  # noqa: E402  (bench/blas_env.py)
+from timing import median_ms  # noqa: E402
 
 blas_env.unset()
 
@@ -35,14 +34,8 @@ GELU_C, GELU_A = float(np.sqrt(2 / np.pi)), 0.044715
 
 
 def timeit(fn, reps, warmup=1):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    """Median seconds of reps calls (bench/timing.py's, in seconds)."""
+    return median_ms(fn, reps, warmup) / 1e3
 
 
 # -- numpy by hand: what a careful numpy user would write (in-place epilogue, closed-form derivative)

@@ -10,6 +10,7 @@ the same device kind (cpu, or cuda for numr's cuda and webgpu; none where torch 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def main():
     print("|---|---|---|---:|---:|---:|")
     for model in a.models.split(","):
         sh, opt = shapes(model), SETS[model]
-        label = f"{model} ({len(sh)} tensors, {sum(_count(s) for s in sh) / 1e6:.2f}M)"
+        label = f"{model} ({len(sh)} tensors, {sum(math.prod(s) for s in sh) / 1e6:.2f}M)"
         for device in a.devices.split(","):
             ours = numr_ms(device, sh, opt, a.reps)
             theirs, fused = None, None
@@ -97,13 +98,6 @@ def _torch_device(device):
     if device == "cpu":
         return "cpu"
     return "cuda" if torch.cuda.is_available() else None
-
-
-def _count(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 if __name__ == "__main__":
