@@ -26,9 +26,9 @@ pool through a tracking allocator; torch: max_memory_allocated).
 --amp adds "amp" rows per model and device: the eager step (and on a GPU the captured one, with
 a capturable AdamW, whose GradScaler step is undone on the device instead of read back) under
 nr.autocast(device, dtype) with nr.amp.GradScaler against torch's eager step under
-torch.autocast(device, dtype) with
-torch.amp.GradScaler (--amp-dtype float16 by default; the parameters and the optimizer stay in
-float32 in both; a GradScaler step reads back one flag, as torch's does).
+torch.autocast(device, dtype) with torch.amp.GradScaler (--amp-dtype float16 by default, or
+bfloat16 where the device holds it; the parameters and the optimizer stay in float32 in both; a
+GradScaler step reads back one flag, as torch's does).
 """
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true", help="print an nr.profile table per eager row")
     p.add_argument("--amp", action="store_true",
                    help="add mixed-precision rows: autocast + GradScaler in both libraries")
-    p.add_argument("--amp-dtype", default="float16", choices=("float16",),
+    p.add_argument("--amp-dtype", default="float16", choices=("float16", "bfloat16"),
                    help="the autocast dtype of the --amp rows")
     p.add_argument("--unfused", action="store_true",
                    help="cifar_cnn: BatchNorm2d and ReLU as two modules (as torch's model)")

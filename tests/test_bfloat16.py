@@ -1,4 +1,4 @@
-"""bfloat16 on the cpu device: its conversions and promotions against torch's, its arithmetic
+"""bfloat16 on the devices that hold it (cpu; cuda through CuPy): its conversions and promotions against torch's, its arithmetic
 (computed in float32, rounded once) against float64 truth and torch's bfloat16 results, autograd
 and a layer's step, the safetensors code, and the typed errors where a device does not hold it."""
 import math
@@ -13,6 +13,19 @@ import numr_web as nr
 from numr_web.errors import DTypeError
 
 BF16 = nr.bfloat16
+
+
+def _holding_devices():
+    """cpu, and cuda where there is one (CuPy holds ml_dtypes' bfloat16); webgpu has no storage
+    for it (test_devices_without_bfloat16_refuse_it_with_a_typed_error)."""
+    ok, why = nr.backends.probe("cuda")
+    return [pytest.param("cpu", id="cpu"),
+            pytest.param("cuda", id="cuda", marks=[] if ok else [pytest.mark.skip(reason=f"cuda: {why}")])]
+
+
+@pytest.fixture(params=_holding_devices())
+def dev(request):
+    return request.param
 
 
 def _bits(t):
@@ -40,62 +53,63 @@ def _values(n=2000, seed=0):
 
 
 # -- storage and conversion -------------------------------------------------------------------------
-def test_values_round_to_bfloat16_as_torch_rounds_them():
+def test_values_round_to_bfloat16_as_torch_rounds_them(dev):
     v = _values()
     ref = _bits(torch.tensor(v.tolist(), dtype=torch.bfloat16))
-    assert _bits(nr.tensor(v.tolist(), dtype=BF16)) == ref                 # Python floats
-    assert _bits(nr.tensor(v, dtype=BF16)) == ref                          # a float64 array
+    assert _bits(nr.tensor(v.tolist(), dtype=BF16, device=dev)) == ref     # Python floats
+    assert _bits(nr.tensor(v, dtype=BF16, device=dev)) == ref              # a float64 array
     with np.errstate(over="ignore"):
         v32 = v.astype(np.float32)
-    assert _bits(nr.tensor(v32).astype(BF16)) == \
+    assert _bits(nr.tensor(v32, device=dev).astype(BF16)) == \
         _bits(torch.tensor(v32).to(torch.bfloat16))                        # float32 tensor
-    assert _bits(nr.tensor(v, dtype=nr.float64).astype(BF16)) == \
+    assert _bits(nr.tensor(v, dtype=nr.float64, device=dev).astype(BF16)) == \
         _bits(torch.tensor(v).to(torch.bfloat16))                          # float64 tensor
     ints = np.array([0, 1, -7, 257, 2 ** 24 + 1, 2 ** 31 - 1, -2 ** 31 + 3], np.int32)
-    assert _bits(nr.tensor(ints).astype(BF16)) == \
+    assert _bits(nr.tensor(ints, device=dev).astype(BF16)) == \
         _bits(torch.tensor(ints).to(torch.bfloat16))
-    nan = nr.tensor([math.nan], dtype=BF16).tolist()[0]
+    nan = nr.tensor([math.nan], dtype=BF16, device=dev).tolist()[0]
     assert nan != nan
 
 
-def test_read_back_and_widened_exactly():
+def test_read_back_and_widened_exactly(dev):
     v = _values(500, seed=1)
-    t = nr.tensor(v, dtype=BF16)
+    t = nr.tensor(v, dtype=BF16, device=dev)
     back = np.array(torch.tensor(v.tolist(), dtype=torch.bfloat16).double().numpy())
     same = lambda a, b: np.array_equal(np.asarray(a, np.float64), b, equal_nan=True)  # noqa: E731
     assert same(t.tolist(), back)
     assert same(t.float().numpy(), back) and t.float().dtype is nr.float32
     assert same(t.numpy().astype(np.float64), back) and t.numpy().dtype == ml_dtypes.bfloat16
     assert t.dtype is BF16 and t.element_size() == 2
-    assert nr.tensor(np.array([1.5, -2], ml_dtypes.bfloat16)).dtype is BF16   # ml_dtypes' arrays
+    assert nr.tensor(np.array([1.5, -2], ml_dtypes.bfloat16), device=dev).dtype is BF16  # ml_dtypes'
 
 
-def test_promotion_matches_torch():
+def test_promotion_matches_torch(dev):
     kinds = {"bool": (True, False), "int32": (1, 2), "float16": (1.5, 2.0),
              "bfloat16": (1.5, 2.0), "float32": (1.5, 2.0), "float64": (1.5, 2.0)}
     for a in kinds:
         for b in kinds:
-            ours = (nr.tensor(kinds[a], dtype=a) + nr.tensor(kinds[b], dtype=b)).dtype.name
+            ours = (nr.tensor(kinds[a], dtype=a, device=dev) +
+                    nr.tensor(kinds[b], dtype=b, device=dev)).dtype.name
             theirs = torch.promote_types(getattr(torch, a), getattr(torch, b))
             assert ours == str(theirs).removeprefix("torch."), (a, b)
-    x = nr.tensor([1.0, 2.0], dtype=BF16)
+    x = nr.tensor([1.0, 2.0], dtype=BF16, device=dev)
     assert (x + 1).dtype is BF16 and (x * 2.5).dtype is BF16 and (x > 1).dtype is nr.bool_
-    assert (x + nr.tensor(1.0, dtype=nr.float32)).dtype is BF16     # a 0-d tensor does not decide
+    assert (x + nr.tensor(1.0, dtype=nr.float32, device=dev)).dtype is BF16     # a 0-d tensor does not decide
 
 
 # -- arithmetic -------------------------------------------------------------------------------------
-def _pair(n=4096, seed=2):
+def _pair(dev, n=4096, seed=2):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(n) * 4
     b = rng.standard_normal(n) * 4 + 0.1
-    return (nr.tensor(a, dtype=BF16), nr.tensor(b, dtype=BF16),
+    return (nr.tensor(a, dtype=BF16, device=dev), nr.tensor(b, dtype=BF16, device=dev),
             torch.tensor(a, dtype=torch.bfloat16), torch.tensor(b, dtype=torch.bfloat16))
 
 
-def test_basic_arithmetic_is_bit_identical_to_torch():
+def test_basic_arithmetic_is_bit_identical_to_torch(dev):
     """+ - * / and the scalar forms are correctly rounded float32 operations rounded once more:
     the same bits as torch's."""
-    a, b, ta, tb = _pair()
+    a, b, ta, tb = _pair(dev)
     for op in ("add", "sub", "mul", "div", "maximum", "minimum"):
         assert _bits(getattr(nr, op)(a, b)) == _bits(getattr(torch, op)(ta, tb)), op
     for s in (0.1, 3.0, 1e10, -2.7):
@@ -109,10 +123,10 @@ def test_basic_arithmetic_is_bit_identical_to_torch():
 
 @pytest.mark.parametrize("op", ["exp", "log", "sqrt", "tanh", "sigmoid", "sin", "erf", "rsqrt",
                                 "reciprocal", "gelu", "silu", "softplus"])
-def test_unary_functions_within_an_ulp_of_float64_truth(op):
+def test_unary_functions_within_an_ulp_of_float64_truth(op, dev):
     """Each is evaluated in float32 and rounded once: at most half a bfloat16 ulp from the truth
     plus float32's error, so within one ulp; and nearly always torch's bits."""
-    a, _, ta, _ = _pair(seed=3)
+    a, _, ta, _ = _pair(dev, seed=3)
     x = a.float().numpy().astype(np.float64)
     if op in ("log", "sqrt", "rsqrt"):
         a, ta, x = a.abs() + 0.01, ta.abs() + 0.01, np.abs(x)
@@ -139,10 +153,10 @@ def test_unary_functions_within_an_ulp_of_float64_truth(op):
     assert agree >= 0.99, (op, agree)
 
 
-def test_reductions_accumulate_in_float32():
+def test_reductions_accumulate_in_float32(dev):
     rng = np.random.default_rng(4)
     v = rng.random((64, 1000)) + 0.5                        # positive: no cancellation
-    t = nr.tensor(v, dtype=BF16)
+    t = nr.tensor(v, dtype=BF16, device=dev)
     x = t.float().numpy().astype(np.float64)               # the values bfloat16 holds
     for got, truth in ((t.sum(), x.sum()), (t.sum(1), x.sum(1)), (t.sum(0), x.sum(0)),
                        (t.mean(1), x.mean(1))):
@@ -157,10 +171,10 @@ def test_reductions_accumulate_in_float32():
     assert np.all(np.abs(sm - truth) <= _ulp(truth))
 
 
-def test_matmul_accumulates_in_float32_and_rounds_once():
+def test_matmul_accumulates_in_float32_and_rounds_once(dev):
     rng = np.random.default_rng(5)
-    a = nr.tensor(rng.standard_normal((3, 40, 96)), dtype=BF16)
-    b = nr.tensor(rng.standard_normal((96, 24)), dtype=BF16)
+    a = nr.tensor(rng.standard_normal((3, 40, 96)), dtype=BF16, device=dev)
+    b = nr.tensor(rng.standard_normal((96, 24)), dtype=BF16, device=dev)
     A, B = (t.float().numpy().astype(np.float64) for t in (a, b))
     truth, mag = A @ B, np.abs(A) @ np.abs(B)
     got = (a @ b)
@@ -170,7 +184,7 @@ def test_matmul_accumulates_in_float32_and_rounds_once():
     assert np.all(err <= 0.5 * _ulp(truth) + 96 * 2.0 ** -24 * mag)
 
 
-def test_linear_gelu_step_against_torch():
+def test_linear_gelu_step_against_torch(dev):
     """A Linear + GELU layer's forward and backward in bfloat16, numr against torch: both round
     the GEMMs' float32 results, the activation and its gradient once to bfloat16. The outputs
     differ by at most an ulp (a float32 sum on the other side of a rounding boundary); a
@@ -178,18 +192,18 @@ def test_linear_gelu_step_against_torch():
     2 U, U = 2^-8, of the product, z's rounding carried through GELU') adds up to."""
     rng = np.random.default_rng(6)
     x = rng.standard_normal((32, 48))
-    lin = nr.nn.Linear(48, 40, seed=1).bfloat16()
+    lin = nr.nn.Linear(48, 40, seed=1).to(dev).bfloat16()
     assert lin.weight.dtype is BF16 and lin.bias.dtype is BF16
     tl = torch.nn.Linear(48, 40).to(torch.bfloat16)
     with torch.no_grad():
         tl.weight.copy_(torch.tensor(lin.weight.float().numpy()).to(torch.bfloat16))
         tl.bias.copy_(torch.tensor(lin.bias.float().numpy()).to(torch.bfloat16))
-    xn = nr.tensor(x, dtype=BF16).requires_grad_()
+    xn = nr.tensor(x, dtype=BF16, device=dev).requires_grad_()
     xt = torch.tensor(x, dtype=torch.bfloat16).requires_grad_()
     y = nr.nn.functional.gelu(lin(xn))
     ty = torch.nn.functional.gelu(tl(xt))
     g = rng.standard_normal((32, 40))
-    y.backward(nr.tensor(g, dtype=BF16))
+    y.backward(nr.tensor(g, dtype=BF16, device=dev))
     ty.backward(torch.tensor(g, dtype=torch.bfloat16))
     U = 2.0 ** -8
     X, W = xt.detach().double().numpy(), tl.weight.detach().double().numpy()
@@ -205,15 +219,15 @@ def test_linear_gelu_step_against_torch():
         assert np.all(err <= _ulp(np.maximum(np.abs(o), np.abs(t))) + 2 * U * mag)
 
 
-def test_a_model_trains_in_bfloat16():
+def test_a_model_trains_in_bfloat16(dev):
     """A small MLP held in bfloat16 end to end (parameters, activations, gradients, SGD):
     its loss falls as the float32 model's does."""
     rng = np.random.default_rng(7)
-    x = nr.tensor(rng.standard_normal((64, 10)), dtype=BF16)
-    y = nr.tensor(rng.integers(0, 3, 64).astype(np.int32))
+    x = nr.tensor(rng.standard_normal((64, 10)), dtype=BF16, device=dev)
+    y = nr.tensor(rng.integers(0, 3, 64).astype(np.int32), device=dev)
     losses = {}
     for dtype in ("float32", "bfloat16"):
-        m = nr.nn.MLP([10, 32, 3], activation="relu", seed=2).to(dtype=dtype)
+        m = nr.nn.MLP([10, 32, 3], activation="relu", seed=2).to(device=dev, dtype=dtype)
         opt = nr.nn.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
         out = []
         for _ in range(30):
@@ -250,8 +264,9 @@ def test_safetensors_bfloat16_is_the_reference_writers_bytes():
 
 
 def test_devices_without_bfloat16_refuse_it_with_a_typed_error(device):
-    if device == "cpu":
-        assert nr.zeros(3, dtype=BF16).dtype is BF16
+    if device in ("cpu", "cuda"):                  # these hold it (ml_dtypes is installed here)
+        assert nr.zeros(3, dtype=BF16, device=device).dtype is BF16
+        assert nr.ones(3, dtype=BF16).to(device).tolist() == [1.0, 1.0, 1.0]
         return
     with pytest.raises(DTypeError, match="bfloat16.*float32"):
         nr.zeros(3, dtype=BF16, device=device)

@@ -137,8 +137,8 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         return isinstance(obj, self.xp.ndarray)
 
     def from_host(self, host, dtype):
-        if hasattr(host, "buf"):  # HostArray
-            return self.xp.array(self._host_numpy(host, dtype))
+        if hasattr(host, "buf") or dtype is dtypes.bfloat16:  # bfloat16: rounded on the host,
+            return self.xp.array(self._host_numpy(host, dtype))  # as the cpu rounds it
         return self.xp.array(host, dtype=self._np_dtype[dtype])
 
     def _host_numpy(self, host, dtype):
@@ -183,11 +183,13 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
     def random(self, shape, dtype, seed, kind):
         rng = self.xp.random.default_rng(seed)
         npd = self._np_dtype[dtype]
-        native = npd in (self.xp.float32, self.xp.float64)
-        if kind == "uniform":
-            return rng.random(shape, dtype=npd) if native else rng.random(shape).astype(npd)
-        return rng.standard_normal(shape, dtype=npd) if native \
-            else rng.standard_normal(shape).astype(npd)
+        draw = rng.random if kind == "uniform" else rng.standard_normal
+        if npd in (self.xp.float32, self.xp.float64):
+            return draw(shape, dtype=npd)
+        wide = draw(shape)
+        if dtype is dtypes.bfloat16:          # through float32, as astype rounds it
+            wide = wide.astype(self.xp.float32)
+        return wide.astype(npd)
 
     # -- elementwise --------------------------------------------------------------------------------------
     def astype(self, h, dtype):

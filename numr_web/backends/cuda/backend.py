@@ -14,7 +14,9 @@ dispatch generated from the table by codegen.py, launched through launch.py):
     for float16, SIMT tiles for float32): one kernel forward, two backward, no T x T scores.
 
 float16 is computed in float32 and rounded once; its GEMMs run on tensor cores (cublasGemmEx,
-float32 accumulation: blas.py). Sizes are checked
+float32 accumulation: blas.py). bfloat16 (CuPy holds it as ml_dtypes' type where ml_dtypes is
+installed) takes the same GEMMs and the array-module paths for the rest (computed in float32,
+rounded once); the raw kernels are float16's and float32's. Sizes are checked
 against the GPU's memory first (max_elements): a bad size is a typed error, never an illegal
 address that would poison the CUDA context. Checks on values are raised at the next readback.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 
+from ... import dtypes
 from ...errors import BackendLimitError, KernelError
 from ...vocab.activations import ACT
 from ..array_backend import ArrayBackend
@@ -90,7 +93,7 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
         self._resident = {}
         self._oom = cupy.cuda.memory.OutOfMemoryError
         try:
-            self._blas = Blas(cupy, numpy)
+            self._blas = Blas(cupy, numpy, self._np_dtype.get(dtypes.bfloat16))
             self._blas_why = "cuBLAS called directly (recordable in CUDA graphs)"
         except Exception as e:      # cuBLAS not reachable directly: cupy.matmul does every GEMM
             self._blas = None
@@ -101,6 +104,21 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
         self._recording = None
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
+
+    def _bfloat16_type(self):
+        """ml_dtypes' bfloat16 where ml_dtypes is installed and this CuPy holds it (CuPy 14 does)."""
+        try:
+            import ml_dtypes
+            self.xp.zeros(1, ml_dtypes.bfloat16).astype(self.xp.float32)
+        except Exception:           # no ml_dtypes, or a CuPy without the type
+            return None
+        return ml_dtypes.bfloat16
+
+    def _missing_dtype_hint(self, dtype):
+        if dtype.name == "bfloat16":
+            return ("CuPy holds bfloat16 through ml_dtypes' type (CuPy 14 or newer): pip install "
+                    "ml_dtypes; or use float32 or float16")
+        return super()._missing_dtype_hint(dtype)
 
     # -- availability ----------------------------------------------------------------------------
     @classmethod
@@ -384,6 +402,10 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
             y = row.np.fwd(xp, z.copy() if write_z else z)
         elif act == "none" and bias is None:
             y = z
+        elif a.dtype.char not in self._ct:      # bfloat16: float32 work by the array module
+            if bias is not None:
+                z += bias
+            y = row.np.fwd(xp, z.copy() if write_z else z)
         else:          # float16 from a float32 result: rounded in the same pass, into new arrays
             narrow = z.dtype != a.dtype
             y = self._nd(z.shape, a.dtype) if write_z or narrow else z
@@ -465,5 +487,5 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
     def _colsum(self, dz):
         if dz.ndim == 0:
             return dz.copy()
-        acc = self.xp.float32 if dz.dtype == self._half else dz.dtype
+        acc = self.xp.float32 if dz.dtype in self._narrow else dz.dtype
         return _as_rows(dz).sum(axis=0, dtype=acc).astype(dz.dtype, copy=False)

@@ -5,7 +5,7 @@ records fine once it has a workspace and needs no allocation. So the cuda backen
 cublas{S,D}gemm itself on that handle (the library CuPy already loaded, through ctypes), for
 eager steps and captured ones alike: the same handle, the same algorithms, the same numbers.
 Default math mode (full float32 products, no TF32: the TF32 opt-in goes through cupy.matmul).
-float16 operands run through cublasGemmEx with float32 accumulation
+float16 and bfloat16 operands run through cublasGemmEx with float32 accumulation
 (CUBLAS_COMPUTE_32F, torch's default for these dtypes): on tensor cores, the result written in
 the operands' dtype (the accumulator rounded once) or in float32 (for an epilogue that rounds
 once after it).
@@ -22,9 +22,10 @@ from ...errors import KernelError
 _WORKSPACE = 32 * 2 ** 20
 _OP_N, _OP_T = 0, 1
 # cudaDataType_t codes (library_types.h) of the 16-bit float operands GemmEx takes, by numpy
-# dtype name (CUDA_R_16BF = 14 joins when numr has a bfloat16 dtype), and of float32;
+# dtype name (bfloat16's where CuPy holds it), and of float32;
 # cublasComputeType_t CUBLAS_COMPUTE_32F; cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 _CUDA_R = {"float16": 2}
+_R_16BF = 14
 _R_32F = 0
 _COMPUTE_32F = 68
 _ALGO_DEFAULT = -1
@@ -41,7 +42,7 @@ def _loaded(name):
 
 
 class Blas:
-    def __init__(self, cupy, numpy):
+    def __init__(self, cupy, numpy, bfloat16=None):
         cupy.cuda.device.get_cublas_handle()            # CuPy loads libcublas
         path = _loaded("libcublas.so")
         if path is None:
@@ -77,6 +78,8 @@ class Blas:
                               "d": lib.cublasDgemmStridedBatched}
         # 16-bit operands by dtype character: their cudaDataType (alpha, beta: float32)
         self._ex = {numpy.dtype(name).char: code for name, code in _CUDA_R.items()}
+        if bfloat16 is not None:
+            self._ex[numpy.dtype(bfloat16).char] = _R_16BF
         self.dtypes = "fd" + "".join(self._ex)      # characters of the dtypes matmul takes
 
     @staticmethod
