@@ -37,6 +37,7 @@ from ...vocab.activations import ACT
 from ..array_backend import ArrayBackend
 from . import codegen as G
 from .attention import Attention
+from .bfloat16 import CudaBfloat16
 from .blas import Blas, CudaGemm, matrix_layout
 from .launch import BLOCK, Kernels
 from .cnn import CudaCNN
@@ -63,7 +64,7 @@ def _resident_blocks(fn, threads):
         return 4
 
 
-class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
+class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
     device = "cuda"
     dlpack_device_types = (2,)   # kDLCUDA
     can_capture = True           # nr.capture records steps into CUDA graphs
@@ -104,21 +105,6 @@ class CudaBackend(CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBackend):
         self._recording = None
         self._tf32 = None
         self.tf32 = os.environ.get("NUMR_CUDA_TF32", "0").strip().lower() in ("1", "true", "yes", "on")
-
-    def _bfloat16_type(self):
-        """ml_dtypes' bfloat16 where ml_dtypes is installed and this CuPy holds it (CuPy 14 does)."""
-        try:
-            import ml_dtypes
-            self.xp.zeros(1, ml_dtypes.bfloat16).astype(self.xp.float32)
-        except Exception:           # no ml_dtypes, or a CuPy without the type
-            return None
-        return ml_dtypes.bfloat16
-
-    def _missing_dtype_hint(self, dtype):
-        if dtype.name == "bfloat16":
-            return ("CuPy holds bfloat16 through ml_dtypes' type (CuPy 14 or newer): pip install "
-                    "ml_dtypes; or use float32 or float16")
-        return super()._missing_dtype_hint(dtype)
 
     # -- availability ----------------------------------------------------------------------------
     @classmethod
