@@ -21,8 +21,9 @@ Semantics are the eager step's:
     recording call only.
   * Host data the step uploads (nr.tensor(...) inside it) is replayed with the values it had when
     recorded, like the Python numbers the step uses; pass data that changes as an argument.
-On cuda a replay is one CUDA graph launch; on webgpu the recorded dispatches are submitted as one
-command buffer (backends/webgpu/graphs.py); on cpu capture(fn) just calls fn.
+On cuda a replay is one CUDA graph launch; on webgpu the recorded dispatches are submitted in a
+few command buffers of growing length (backends/webgpu/graphs.py); on cpu capture(fn) just calls
+fn.
 """
 from __future__ import annotations
 

@@ -267,3 +267,38 @@ def test_batched_matmuls_with_transposed_operands_are_recorded(device):
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(r.numpy(), r64, rtol=2e-5, atol=2e-5)
     assert len(run.graphs) == 1 and not run.eager
+
+
+def test_a_webgpu_replay_submits_its_dispatches_in_growing_runs():
+    """A replay goes out in runs of 16, 32, 64, 128 and then 256 dispatches (the GPU starts on the
+    first while the host encodes the rest), every dispatch once, with the eager step's results
+    (test_captured_training_matches_eager)."""
+    ok, why = nr.backends.probe("webgpu")
+    if not ok:
+        pytest.skip(f"webgpu: {why}")
+    be = nr.get_backend("webgpu")
+    model = nn.MLP([64] + [32] * 12 + [10], activation="gelu", device="webgpu", seed=3)
+    o = nn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x, y):
+        o.zero_grad()
+        loss = nr.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+    run = nr.capture(step)
+    b = _batches(3, dtype="float32", device="webgpu")
+    run(*b[0]).item()
+    run(*b[1]).item()                                      # recorded, then replayed
+    before = be.info()
+    loss = run(*b[2])
+    after = be.info()
+    loss.item()
+    # around the graph: a copy into each of the 2 input slots (one submit before the graph's
+    # runs) and a copy of the loss out of its slot (submitted at the readback)
+    n = sum(after["dispatches"].values()) - sum(before["dispatches"].values()) - 3
+    runs, left, size = 0, n, 16
+    while left > 0:
+        runs, left, size = runs + 1, left - size, min(2 * size, 256)
+    assert n > 16 + 32 + 64 and len(run.graphs) == 1 and not run.eager
+    assert after["submits"] - before["submits"] == 1 + runs

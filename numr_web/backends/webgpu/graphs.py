@@ -3,9 +3,11 @@ the device-independent half: signatures, state carried between replays, the eage
 
 WebGPU command buffers are single-use and compute passes have no bundles, so a recorded step is its
 list of dispatches (pipeline, bound buffer ranges, workgroup counts) with every dispatch's metadata
-block in a uniform arena of its own, written once; a replay encodes that list into one command
-buffer and submits it. What a replay saves is the Python work of an eager step: autograd,
-validation, shape algebra, kernel selection, metadata packing, one launch at a time.
+block in a uniform arena of its own, written once; a replay encodes that list and submits it in
+runs of growing length (submit_runs): the GPU starts on the first while the host encodes the next,
+instead of idling until the whole step is encoded. What a replay saves is the Python work of an
+eager step: autograd, validation, shape algebra, kernel selection, metadata packing, one launch at
+a time.
 
 While recording, allocations come from a pool private to the recording (no buffer a replay writes
 is ever handed to anyone else), every storage a dispatch binds is kept alive with the recording (a
@@ -18,7 +20,21 @@ from __future__ import annotations
 from ...errors import KernelError
 from .adapter import Binding
 from .buffers import BufferPool
+from .dispatch import BATCH
 from .contract import META_BINDING, META_BYTES
+
+FIRST_RUN = 16          # dispatches in a replay's first submit; each next run twice the last
+
+
+def submit_runs(dispatches, first=FIRST_RUN, most=BATCH):
+    """The dispatches cut into runs of first, 2 first, 4 first, ... (at most `most`) dispatches:
+    the GPU starts on a short first run while the host encodes the longer ones after it, and a
+    step of n dispatches costs about log2(n / first) submits more than one."""
+    runs, start, size = [], 0, first
+    while start < len(dispatches):
+        runs.append(dispatches[start:start + size])
+        start, size = start + size, min(2 * size, most)
+    return runs
 
 
 class Recording:
@@ -81,6 +97,7 @@ class Graph:
     def __init__(self, d, dispatches, arena, keep, uploads):
         self.d, self.dispatches, self.arena = d, dispatches, arena
         self.keep, self.uploads = keep, uploads
+        self.runs = submit_runs(dispatches)
         self.counts = {}
         for disp in dispatches:
             self.counts[disp.label] = self.counts.get(disp.label, 0) + 1
@@ -100,8 +117,8 @@ class Graph:
         d.flush()
         for st, data in self.uploads:
             d.adapter.write_buffer(st.raw, 0, data)
-        if self.dispatches:
-            d.adapter.submit(self.dispatches)
+        for run in self.runs:
+            d.adapter.submit(run)
             d.submits += 1
             d.pool.submits += 1
         for label, n in self.counts.items():
