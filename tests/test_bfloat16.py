@@ -289,3 +289,35 @@ def test_bfloat16_bits_helpers_round_to_nearest_even():
         [1.0, 1.0 + 2.0 ** -6]
     assert struct.unpack("<f", struct.pack("<I", _bits(nr.tensor([0.1], dtype=BF16))[0] << 16))[0] \
         == 0.10009765625
+
+
+def test_cuda_float64_cast_keeps_the_subnormals_cupys_float32_step_flushes():
+    """cuda's float64 -> bfloat16 cast without a GPU: its method on numpy, under a parent whose
+    cast flushes float32's subnormals to zero as CuPy's kernels (-ftz=true) do; its bits are
+    torch's (float64 -> float32 -> bfloat16, nothing flushed) across the subnormal range."""
+    from numr_web.backends.cuda.bfloat16 import CudaBfloat16
+
+    class FlushingCast:
+        xp = np
+        _np_dtype = {BF16: ml_dtypes.bfloat16}
+
+        def astype(self, h, dtype):
+            f = h.astype(np.float32)
+            tiny = np.abs(f) < np.float32(2.0 ** -126)
+            f[tiny] = np.copysign(np.float32(0), f[tiny])       # what -ftz=true does to them
+            return f.astype(ml_dtypes.bfloat16)
+
+    class HostCast(CudaBfloat16, FlushingCast):
+        pass
+
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(20000) * 2.0 ** rng.integers(-160, -110, 20000),
+                        [2.0 ** -126 * (1 - 2.0 ** -30), 2.0 ** -149, 2.0 ** -150, -2.0 ** -140,
+                         2.0 ** -150 * 1.0000001, 0.0, -0.0, math.nan, math.inf, 1.5]])
+    got = HostCast().astype(x, BF16)
+    assert got.dtype == ml_dtypes.bfloat16
+    ok = ~np.isnan(x)                                      # (a NaN is a NaN: its bits may differ)
+    ref = np.array(_bits(torch.tensor(x[ok]).to(torch.bfloat16)))
+    assert np.isnan(got[~ok].astype(np.float32)).all()
+    assert np.array_equal(got[ok].view(np.uint16), ref)
+    assert not np.array_equal(FlushingCast().astype(x, BF16)[ok].view(np.uint16), ref)  # flushed

@@ -36,6 +36,7 @@ class CudaBfloat16:
         bits = super().astype(h, dtype).view(xp.uint16)
         a = xp.abs(h)
         tiny = (a < _F32_TINY) & (a > 0)
+        a = xp.where(tiny, a, 0.0)                                  # (NaN, inf: not cast below)
         quanta = xp.rint(xp.rint(a * 2.0 ** 149) * 2.0 ** -16)    # bfloat16's subnormal bits
         sub = quanta.astype(xp.uint16) | (xp.signbit(h).astype(xp.uint16) << 15)
         return xp.where(tiny, sub, bits).view(self._np_dtype[dtypes.bfloat16])
