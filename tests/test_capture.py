@@ -32,8 +32,8 @@ def _batches(n, sizes=None, dtype="float64", device="cpu"):
     return out
 
 
-def _make(device, dtype="float64", opt="sgd", lr=0.05):
-    model = nn.MLP([64, 32, 10], activation="gelu", device=device, dtype=dtype, seed=3)
+def _make(device, dtype="float64", opt="sgd", lr=0.05, widths=(64, 32, 10)):
+    model = nn.MLP(list(widths), activation="gelu", device=device, dtype=dtype, seed=3)
     if opt == "sgd":
         o = nn.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
     else:
@@ -277,15 +277,7 @@ def test_a_webgpu_replay_submits_its_dispatches_in_growing_runs():
     if not ok:
         pytest.skip(f"webgpu: {why}")
     be = nr.get_backend("webgpu")
-    model = nn.MLP([64] + [32] * 12 + [10], activation="gelu", device="webgpu", seed=3)
-    o = nn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(x, y):
-        o.zero_grad()
-        loss = nr.cross_entropy(model(x), y)
-        loss.backward()
-        o.step()
-        return loss
+    _, _, step = _make("webgpu", "float32", widths=[64] + [32] * 12 + [10])
     run = nr.capture(step)
     b = _batches(3, dtype="float32", device="webgpu")
     run(*b[0]).item()
