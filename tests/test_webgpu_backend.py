@@ -156,6 +156,31 @@ def test_large_work_is_submitted_before_a_readback(be):
         be.submit_bytes = -1
 
 
+def test_recorded_dispatches_go_out_in_growing_runs_after_a_readback(be):
+    """After a readback the recorded dispatches are submitted in runs of 16, 32, 64, ... (at most
+    256): the GPU starts on a short run while Python records the next. Same results as one submit
+    at the readback would give (test_large_work_is_submitted_before_a_readback's 0 row)."""
+    x = rand(64, 64)
+    was = be.submit_bytes, be.fuse
+    try:
+        be.submit_bytes, be.fuse = 0, False                    # one dispatch an op, runs only
+        t = T(x)
+        y = T(x)
+        y.numpy()                                              # a readback: the runs start over
+        s0 = be.info()["submits"]
+        for i in range(16 + 32 + 64):
+            y = y - t                                          # one dispatch each
+            if i + 1 in (15, 16, 47, 48, 111):
+                assert be.info()["submits"] - s0 == {15: 0, 16: 1, 47: 1, 48: 2, 111: 2}[i + 1]
+        assert be.info()["submits"] - s0 == 3
+        r = x.copy()
+        for _ in range(112):
+            r = r - x                                          # float32, as the GPU rounds
+    finally:
+        be.submit_bytes, be.fuse = was
+    assert np.array_equal(y.numpy(), r)
+
+
 def test_dtype_roundtrips():
     x = rand(3, 5)
     assert np.array_equal(T(x).numpy(), x)

@@ -31,10 +31,10 @@ Knobs (constructor argument / environment variable; the argument wins):
   fuse              NUMR_WEBGPU_FUSE           1 (default): chains of elementwise ops run as one
                     generated kernel each (fusion.py), bit-identical to 0 (one kernel per op); also
                     assignable as the attribute `fuse`. `settle()` flushes a pending chain
-  submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches are submitted once the buffer
-                    ranges they bind reach this many bytes (default 64 MiB; 0: only every
-                    dispatch.BATCH dispatches and before a readback), so the GPU starts on large
-                    work while Python records the next ops. Also the attribute `submit_bytes`
+  submit_bytes      NUMR_WEBGPU_SUBMIT_BYTES   recorded dispatches go out in runs of 16, 32, ...
+                    up to dispatch.BATCH after each readback (the GPU starts early on a short
+                    run); above 0, also once the pending dispatches bind this many bytes
+                    (default 0). Also the attribute `submit_bytes`
 `info()` reports them, the pool, the pipelines, the submits, the dispatches per kernel (fused
 kernels as "fused.fused_<inputs>_<outputs>"), the fusion counters ("fusion").
 """

@@ -3,8 +3,9 @@
 Every launch writes its metadata block (contract.META_WORDS words, named per kernel file in
 contract.py) into slot k of a host copy of the arena, binds slot k of the uniform arena buffer at
 binding 0 and its storage buffers by name, and records a Dispatch. `flush` uploads the used part
-of the arena and submits every recorded dispatch in one queue submit; it runs when the arena is
-full (BATCH dispatches) and before any readback. A binding an entry point declares but the
+of the arena and submits every recorded dispatch in one queue submit; it runs when a run is
+complete (FIRST_RUN dispatches after a readback, then twice as many, up to BATCH) and before any
+readback. A binding an entry point declares but the
 launcher does not pass (an operand given as a scalar, no bias...) gets a small dummy buffer.
 While nr.capture records a step (`recording`, see graphs.py), launches go to the recording instead,
 allocations to its private pool, and every storage bound or uploaded is kept alive with it.
@@ -21,11 +22,14 @@ from .contract import FUSED_BUFFERS, GENERATED, KERNELS, MAX_GROUPS, META_BINDIN
 from .kernels import KernelCache
 from .views import ITEMSIZE, GPUArray, byte_range, prod
 
-BATCH = 256                       # dispatches per queue submit (metadata arena slots)
-# bytes of bound buffer ranges after which the recorded dispatches are submitted at once (the
-# GPU works on them while Python records the next ops; at ~3 TB/s such a batch is ~20 us of GPU
-# work or more, more than one submit costs)
-SUBMIT_BYTES = 64 << 20
+BATCH = 256                       # dispatches per queue submit at most (metadata arena slots)
+# After a flush (a readback) the recorded dispatches go out in runs of FIRST_RUN, twice that, ...
+# up to BATCH: the GPU starts early on a short run while Python records the next, longer ones,
+# and a step pays a few submits (about 65 us of host time each on an H100 host), not one per
+# large op. SUBMIT_BYTES: also submit once the pending dispatches bind this many bytes (0: off;
+# on the H100, 64 MiB made nanoGPT's eager step 7-11% slower: a submit for nearly every op).
+FIRST_RUN = 16
+SUBMIT_BYTES = 0
 DUMMY_BYTES = 256
 _PACK = struct.Struct(f"<{META_WORDS}I")
 
@@ -61,6 +65,7 @@ class Dispatcher:
         self.pending = []
         self.pending_bytes = 0        # bytes the pending dispatches bind
         self.submit_bytes = SUBMIT_BYTES
+        self._run = FIRST_RUN         # dispatches the next submit waits for (grows, see BATCH)
         self._meta = bytearray(BATCH * META_BYTES)
         self.pool = BufferPool(adapter, self.max_buffer, lambda: bool(self.pending))
         self._arena = adapter.create_buffer(BATCH * META_BYTES, "uniform")
@@ -130,9 +135,10 @@ class Dispatcher:
             if self.timing is not None:
                 self.timing.append(profile_name or label)
             self.pending_bytes += nbytes
-            # the arena is full, or large work: start it now (a pending fused chain stays open)
+            # a run is complete, or large work: start it now (a pending fused chain stays open)
             sb = self.submit_bytes
-            if len(self.pending) >= BATCH or (sb and self.pending_bytes >= sb):
+            if len(self.pending) >= self._run or (sb and self.pending_bytes >= sb):
+                self._run = min(2 * self._run, BATCH)
                 self._submit()
 
     def flush(self):
@@ -140,6 +146,7 @@ class Dispatcher:
         if self.fusion.ops:
             self.fusion.flush()
         self._submit()
+        self._run = FIRST_RUN
 
     def _submit(self):
         """Submit the recorded dispatches (not a pending fused chain)."""

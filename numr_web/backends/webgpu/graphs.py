@@ -20,11 +20,8 @@ from __future__ import annotations
 from ...errors import KernelError
 from .adapter import Binding
 from .buffers import BufferPool
-from .dispatch import BATCH
+from .dispatch import BATCH, FIRST_RUN
 from .contract import META_BINDING, META_BYTES
-
-FIRST_RUN = 16          # dispatches in a replay's first submit; each next run twice the last
-
 
 def submit_runs(dispatches, first=FIRST_RUN, most=BATCH):
     """The dispatches cut into runs of first, 2 first, 4 first, ... (at most `most`) dispatches:
