@@ -27,6 +27,11 @@ class NNPrimitives(ComposedConv):
         return str(getattr(self.adapter, "adapter_type", "")).lower() == "cpu" or \
             "llvmpipe" in name or "swiftshader" in name
 
+    def _channel_sums(self, a):
+        """a (N, C, L) summed over L, then over N: N C reductions of a dense run each, then C of
+        N values (one pass over N and L gave only C workgroups, each walking N strided runs)."""
+        return self.reduce("sum", self.reduce("sum", a, (2,), False), (0,), False)
+
     def _fresh(self, h):
         """h dense from element 0 of its buffer (a copy unless it already is)."""
         return h if h.is_contiguous and h.offset == 0 else self._copy(h)
