@@ -164,7 +164,9 @@ def graph_pool_bytes():
     return sum(r.pool.total_bytes() for r in gc.get_objects() if isinstance(r, Recording))
 
 
-def bench_numr(name, device, steps, capture=False, profile=False, amp=None, fused=True):
+def numr_training_step(name, device, capture=False, amp=None, fused=True):
+    """(train_step(x, y) -> loss, x, y): one optimizer step of the model on a fixed batch,
+    under autocast + GradScaler when amp is a dtype name (AdamW capturable for a captured step)."""
     import numr_web as nr
     from numr_web import nn
     model, batch, cfg = numr_model(name, device, fused)
@@ -203,6 +205,12 @@ def bench_numr(name, device, steps, capture=False, profile=False, amp=None, fuse
             scaler.update()
             return loss
 
+    return train_step, x, y
+
+
+def bench_numr(name, device, steps, capture=False, profile=False, amp=None, fused=True):
+    import numr_web as nr
+    train_step, x, y = numr_training_step(name, device, capture, amp, fused)
     run = nr.capture(train_step) if capture else train_step
     box = {}
 
