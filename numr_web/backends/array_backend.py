@@ -56,7 +56,7 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         self._our_dtype = {xp.dtype(v).char: d for d, v in self._np_dtype.items()}
         self._ufuncs = {}
         self._compare = None
-        self._half, self._bool = xp.dtype(xp.float16), xp.dtype(xp.bool_)
+        self._bool = xp.dtype(xp.bool_)
         # the dtypes computed in float32 and rounded once (float16; bfloat16 where it exists)
         self._narrow = frozenset(xp.dtype(self._np_dtype[d]) for d in dtypes.NARROW_FLOATS
                                  if d in self._np_dtype)
@@ -137,8 +137,9 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         return isinstance(obj, self.xp.ndarray)
 
     def from_host(self, host, dtype):
-        if hasattr(host, "buf") or dtype is dtypes.bfloat16:  # bfloat16: rounded on the host,
-            return self.xp.array(self._host_numpy(host, dtype))  # as the cpu rounds it
+        # a HostArray; bfloat16 rounded on the host, as the cpu device rounds it
+        if hasattr(host, "buf") or dtype is dtypes.bfloat16:
+            return self.xp.array(self._host_numpy(host, dtype))
         return self.xp.array(host, dtype=self._np_dtype[dtype])
 
     def _host_numpy(self, host, dtype):

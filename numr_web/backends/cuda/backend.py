@@ -381,14 +381,10 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
             bias = bias.astype(z.dtype)
         row = ACT[act]
         write_z = row.saves == "z"
-        if not z._c_contiguous:
-            z = self._contig(z)
-            if bias is not None:
-                z += bias
-            y = row.np.fwd(xp, z.copy() if write_z else z)
-        elif act == "none" and bias is None:
+        if act == "none" and bias is None and z._c_contiguous:
             y = z
-        elif a.dtype.char not in self._ct:      # bfloat16: float32 work by the array module
+        elif not z._c_contiguous or a.dtype.char not in self._ct:   # bfloat16: no kernel of its own
+            z = self._contig(z)
             if bias is not None:
                 z += bias
             y = row.np.fwd(xp, z.copy() if write_z else z)

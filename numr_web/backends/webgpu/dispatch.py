@@ -25,13 +25,18 @@ from .views import ITEMSIZE, GPUArray, byte_range, prod
 BATCH = 256                       # dispatches per queue submit at most (metadata arena slots)
 # After a flush (a readback) the recorded dispatches go out in runs of FIRST_RUN, twice that, ...
 # up to BATCH: the GPU starts early on a short run while Python records the next, longer ones,
-# and a step pays a few submits (about 65 us of host time each on an H100 host), not one per
-# large op. SUBMIT_BYTES: also submit once the pending dispatches bind this many bytes (0: off;
-# on the H100, 64 MiB made nanoGPT's eager step 7-11% slower: a submit for nearly every op).
+# and a step pays a few submits, not one per large op (a submit's host cost and the A/B:
+# docs/benchmarks.md). SUBMIT_BYTES: also submit once the pending dispatches bind this many
+# bytes (0: off; a bytes trigger submitted for nearly every op of a nanoGPT-sized step).
 FIRST_RUN = 16
 SUBMIT_BYTES = 0
 DUMMY_BYTES = 256
 _PACK = struct.Struct(f"<{META_WORDS}I")
+
+
+def next_run(size):
+    """The length of the run after one of `size` dispatches (eager submits and replays alike)."""
+    return min(2 * size, BATCH)
 
 
 def grid_1d(n, cap=MAX_GROUPS):
@@ -138,7 +143,7 @@ class Dispatcher:
             # a run is complete, or large work: start it now (a pending fused chain stays open)
             sb = self.submit_bytes
             if len(self.pending) >= self._run or (sb and self.pending_bytes >= sb):
-                self._run = min(2 * self._run, BATCH)
+                self._run = next_run(self._run)
                 self._submit()
 
     def flush(self):

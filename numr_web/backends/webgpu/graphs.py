@@ -20,17 +20,18 @@ from __future__ import annotations
 from ...errors import KernelError
 from .adapter import Binding
 from .buffers import BufferPool
-from .dispatch import BATCH, FIRST_RUN
+from .dispatch import FIRST_RUN, next_run
 from .contract import META_BINDING, META_BYTES
 
-def submit_runs(dispatches, first=FIRST_RUN, most=BATCH):
-    """The dispatches cut into runs of first, 2 first, 4 first, ... (at most `most`) dispatches:
-    the GPU starts on a short first run while the host encodes the longer ones after it, and a
-    step of n dispatches costs about log2(n / first) submits more than one."""
-    runs, start, size = [], 0, first
+
+def submit_runs(dispatches):
+    """The dispatches cut into runs of FIRST_RUN, then next_run's lengths (as an eager step's
+    submits after a readback): the GPU starts on a short first run while the host encodes the
+    longer ones after it, and a step of n dispatches costs about log2(n / FIRST_RUN) submits."""
+    runs, start, size = [], 0, FIRST_RUN
     while start < len(dispatches):
         runs.append(dispatches[start:start + size])
-        start, size = start + size, min(2 * size, most)
+        start, size = start + size, next_run(size)
     return runs
 
 
