@@ -74,6 +74,27 @@ fn blocked_sum(base: u32, first: u32, end: u32, step: u32, seed: C) -> C {
     return (total + group) + part;
 }
 
+// The same sum of a short run (at most BLOCK elements, no blocking needed) in four interleaved
+// partial sums: four independent loads in flight per invocation, where one running sum would wait
+// for each load in turn (a two-pass column sum's first pass is bound by that wait on a GPU).
+fn short_sum(base: u32, first: u32, end: u32, seed: C) -> C {
+    var s0 = seed;
+    var s1 = C(0);
+    var s2 = C(0);
+    var s3 = C(0);
+    var j = first;
+    for (; j + 3u < end; j = j + 4u) {
+        s0 = s0 + C(a[base + red_off(j).x]);
+        s1 = s1 + C(a[base + red_off(j + 1u).x]);
+        s2 = s2 + C(a[base + red_off(j + 2u).x]);
+        s3 = s3 + C(a[base + red_off(j + 3u).x]);
+    }
+    for (; j < end; j = j + 1u) {
+        s0 = s0 + C(a[base + red_off(j).x]);
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
 // sum and mean accumulate; prod multiplies; max and min combine with max_c / min_c
 fn summing() -> bool { return OP == REDUCE_SUM || OP == REDUCE_MEAN; }
 
@@ -118,7 +139,9 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let j1 = min(R, j0 + RC);
         let base = kept_off(o).x;
         var acc = C(a[base + red_off(j0).x]);
-        if (summing()) {
+        if (summing() && j1 - j0 <= BLOCK) {
+            acc = short_sum(base, j0 + 1u, j1, acc);
+        } else if (summing()) {
             acc = blocked_sum(base, j0 + 1u, j1, 1u, acc);
         } else {
             for (var j = j0 + 1u; j < j1; j = j + 1u) {

@@ -6,7 +6,10 @@ of the schedules (pure: it only looks at sizes and the loop budget):
   "thread"    one invocation per output: many short reductions (coalesced loads when the kept
               axis is the dense one, e.g. a bias gradient's column sums);
   "two_pass"  sums and extrema with few outputs and a long reduced axis: pass 1 writes one partial
-              result per (chunk, output), pass 2 combines each output's partials;
+              result per (chunk, output) from a short chunk (enough invocations to keep a GPU's
+              loads in flight), pass 2 combines each output's partials, one workgroup per output
+              while there are few outputs (a lone invocation walking hundreds of partials waits
+              on one load after another), else one invocation per output;
   "tree"      as two_pass, but so many partials that combining them would pass the loop budget:
               the backend reduces the partials again (a reduction of the (chunks, outputs) array);
   "dense_first"  a reduction over several dims too long for the loop budget: the backend copies
@@ -27,6 +30,8 @@ K = REDUCE
 L = K.layout
 _FILE = K.name
 TWO_PASS_INVOCATIONS = 1 << 19      # pass 1 aims at about this many invocations
+MIN_CHUNK = 16                      # ... of at least this many elements each
+WG_PASS2_OUTPUTS = 1 << 15          # pass 2 runs one workgroup per output below this many outputs
 
 
 def words(h, kept, red, kept_out=None, red_out=None):
@@ -74,7 +79,7 @@ def plan(kind, R, n_out, nr, dense_kept, budget):
     if R >= 256 and n_out < 4096 and not dense_kept and wg_ok:
         return "wg", 1, R
     if kind == "reduce" and nr == 1 and (R >= 512 and n_out < (1 << 18) or too_long):
-        chunks = min(-(-R // 64), max(1, TWO_PASS_INVOCATIONS // n_out))
+        chunks = min(-(-R // MIN_CHUNK), max(1, TWO_PASS_INVOCATIONS // n_out))
         if budget:
             chunks = max(chunks, -(-R * per_elem // half))
         rc = -(-R // chunks)
@@ -116,8 +121,12 @@ def run(d, schedule, kind, op, h, w, out, n_out, chunks=1, rc=None):
         w2 = words(part, [1], [0])
         w2[L.N], w2[L.CHUNK], w2[L.CHUNKS], w2[L.COUNT] = n_out, chunks, 1, R
         w2[L.OFFSET_IN], w2[L.OFFSET_OUT] = prel, w[L.OFFSET_OUT]
-        d.launch(_FILE, "reduce_thread", h.dtype, op_consts(kind, op), w2,
-                 {"a": pbuf, "out": obuf}, d.grid(n_out))
+        if n_out < WG_PASS2_OUTPUTS:
+            d.launch(_FILE, "reduce_wg", h.dtype, op_consts(kind, op), w2,
+                     {"a": pbuf, "out": obuf}, d.grid_wg(n_out))
+        else:
+            d.launch(_FILE, "reduce_thread", h.dtype, op_consts(kind, op), w2,
+                     {"a": pbuf, "out": obuf}, d.grid(n_out))
     else:
         raise ValueError(f"schedule {schedule!r} is composed by the backend, not launched")
     return out
