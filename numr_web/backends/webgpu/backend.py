@@ -316,6 +316,9 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         # one pass over dy and ONE saved tensor (the table's choice: act.wgsl recomputes erf /
         # sigmoid from z, cheaper than reading y too on a memory-bound kernel)
         shape = broadcast_shapes(dy.shape, s.shape)
+        if act == "none" and shape == dy.shape and dy.ndim > 1:   # act' = 1: dz is dy itself
+            return dy, (self.reduce("sum", dy, tuple(range(dy.ndim - 1)), False) if bias_grad
+                        else None)
         dz = self.d.fusion.record("binary", "act_d1", dy.dtype, shape, (dy, s), act) or \
             ew.strided(self.d, "binary", dy.dtype, self.d.alloc(shape, dy.dtype),
                        [expanded(dy, shape), expanded(s, shape)],
