@@ -161,3 +161,42 @@ def test_long_sequences_take_their_own_first_tiles():
         assert (long_[kind]["NRG"], long_[kind]["NL"], long_[kind]["SK"]) == tile
         assert (short[kind]["NRG"], short[kind]["NL"], short[kind]["SK"]) == la.TILES[kind][0]
     assert long_["dq"] == short["dq"]
+
+
+@pytest.mark.parametrize("head_dim", [16, 6])     # vec4 reads; element reads (not a multiple of 4)
+def test_heads_of_a_fused_projection_are_read_and_written_in_place(head_dim):
+    """q, k, v as the heads of one (B, T, 3C) projection (rows 3C apart) and the output's heads
+    merged back to (B, T, C), as a GPT block does: the forward runs the attention kernel alone (no
+    copy of a head, the merge a view), the backward copies only the split's gradients into one
+    (B, T, 3C) tensor; the output and the projection's gradient against float64 torch."""
+    B, T, H, C = 2, 37, 3, 3 * head_dim
+    r = np.random.default_rng(5)
+    x, g = r.normal(size=(B, T, 3 * C)), r.normal(size=(B, T, C))
+
+    def block(lib, xt):
+        q, k, v = (t.reshape(B, T, H, head_dim).transpose(1, 2) for t in xt.split(C, dim=2))
+        att = nr.scaled_dot_product_attention if lib is nr else F.scaled_dot_product_attention
+        return att(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+
+    xr = torch.tensor(x, requires_grad=True)
+    want = block(torch, xr)
+    want.backward(torch.tensor(g))
+    be = nr.get_backend("webgpu")
+    xt = nr.tensor(x.astype(np.float32), device="webgpu", requires_grad=True)
+    y = block(nr, xt)
+    _, fwd = _kernels_run(be, lambda: block(nr, xt).numpy())
+    assert fwd == {"attention.attn_fwd": 1}, fwd
+    _, bwd = _kernels_run(be, lambda: (y.backward(nr.tensor(g.astype(np.float32), device="webgpu")),
+                                       xt.grad.numpy()))
+    assert bwd.get("elementwise.unary", 0) <= 3, bwd        # the three gradients' concat
+    tol = 8 * EPS32 * np.sqrt(T)
+    for got, w in ((y.numpy(), want.detach().numpy()), (xt.grad.numpy(), xr.grad.numpy())):
+        assert np.max(np.abs(got - w) / (np.abs(w) + 1)) <= tol
+
+
+def _kernels_run(be, fn):
+    """fn()'s result and the kernels it dispatched: {"file.entry": dispatches}."""
+    before = dict(be.info()["dispatches"])
+    out = fn()
+    after = be.info()["dispatches"]
+    return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

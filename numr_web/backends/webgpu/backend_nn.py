@@ -32,6 +32,11 @@ class NNPrimitives(ComposedConv):
         N values (one pass over N and L gave only C workgroups, each walking N strided runs)."""
         return self.reduce("sum", self.reduce("sum", a, (2,), False), (0,), False)
 
+    def _placeable(self, h):
+        """h as the attention kernels read it: where it lies if launch_attention.placement
+        describes it (a head of a fused projection), else a dense copy."""
+        return h if attn.placement(h) is not None else self._copy(h)
+
     def _fresh(self, h):
         """h dense from element 0 of its buffer (a copy unless it already is)."""
         return h if h.is_contiguous and h.offset == 0 else self._copy(h)
@@ -140,7 +145,7 @@ class NNPrimitives(ComposedConv):
     def _attn_operands(self, q, k, v, mask):
         lead = q.shape[:-2]
         B, TQ, TK = prod(lead), q.shape[-2], k.shape[-2]
-        ops = [self._fresh(t) for t in (q, k, v)]
+        ops = [self._placeable(t) for t in (q, k, v)]
         if mask is not None and mask.dtype is bool_:
             mask = self._bool_mask_as_float(mask, q.dtype)
         return lead, B, TQ, TK, ops, mask
@@ -205,7 +210,9 @@ class NNPrimitives(ComposedConv):
         lead, B, TQ, TK, (qc, kc, vc), mask = self._attn_operands(q, k, v, mask)
         if self._composed(q, k, v) and B and TQ and TK:
             return self._attention_composed(q, k, v, mask, causal, scale)
-        out = self.d.alloc(lead + (TQ, v.shape[-1]), q.dtype)
+        shape = lead + (TQ, v.shape[-1])
+        out = GPUArray(self.d.alloc(shape, q.dtype).storage, shape, q.dtype,
+                       attn.heads_outer(shape), 0, True)   # the heads' merge is a view
         lse = self.d.alloc(lead + (TQ,), float32)          # float32 whatever q's dtype
         if B and TQ:
             if TK == 0:
@@ -221,10 +228,9 @@ class NNPrimitives(ComposedConv):
             return tuple(self.full(t.shape, 0, q.dtype) for t in (q, k, v))
         if self._composed(q, k, v):
             return self._attention_backward_composed(do, q, k, v, out, lse, mask, causal, scale)
-        grads = attn.backward(self.d, self._fresh(do), qc, kc, vc, self._fresh(out),
-                              self._fresh(lse), mask, causal, scale, B, TQ, TK,
-                              self.loop_budget, self._attn_tiles)
-        return tuple(self.reshape(g, t.shape) for g, t in zip(grads, (q, k, v)))
+        return attn.backward(self.d, self._placeable(do), qc, kc, vc, self._placeable(out),
+                             self._fresh(lse), mask, causal, scale, B, TQ, TK,
+                             self.loop_budget, self._attn_tiles)
 
     # -- convolution -------------------------------------------------------------------------------
     def im2col(self, x, kernel, stride, padding, dilation, pad_value=0.0, cn=False):

@@ -337,6 +337,12 @@ CONV = KernelFile(
 # -- attention.wgsl --------------------------------------------------------------------------------------------
 ATTN_MAX_D = 128                 # head dims the attention kernels hold (4 groups of 4 dims x NL lanes)
 
+# the strided operands and results of the attention kernels, each described by four words
+# (element offset, two batch strides, row stride; launch_attention.role_words): a head of a fused
+# projection is read where it lies, results are written where the heads' merge makes them a view
+ATTN_ROLES = (("Q", "q"), ("K", "k"), ("V", "v"), ("DO", "dout"), ("OUT", "out_in"),
+              ("RES", "out, dq or dk in res"), ("RESV", "attn_bwd_dkv: dv in res"))
+
 ATTENTION = KernelFile(
     "attention.wgsl",
     Layout(scalars=[
@@ -355,22 +361,24 @@ ATTENTION = KernelFile(
         ("MASK_SQ", "mask stride along the queries"),
         ("MASK_SK", "mask stride along the keys"),
         ("OFFSET_MASK", "element offset of the mask"),
-        ("RES_V", "attn_bwd_dkv: element offset of dv in res"),
         ("ST2", "vec4 offset in st of attn_fwd's (max, sum) per row, attn_bwd_dkv's dv sums"),
-    ], arrays=[
+        ("HN", "the last batch dim: matrix b of a role starts at (b / HN) L0 + (b % HN) L1"),
+    ] + [(f"{role}_{w}", f"{doc}: {wdoc}") for role, doc in ATTN_ROLES for w, wdoc in (
+        ("OFF", "element offset in its binding"), ("L0", "stride of b / HN"),
+        ("L1", "stride of b % HN"), ("LR", "row stride"))], arrays=[
         ("MASK_BSHAPE", "the batch shape (coalesced with the mask's strides)"),
         ("MASK_BSTRIDES", "mask strides along the batch dims (0: broadcast)"),
     ]),
     slots=[
-        ("q", "read", "array<vec4<S>>", "q (B, TQ, D) dense"),
-        ("k", "read", "array<vec4<S>>", "k (B, TK, D) dense"),
-        ("v", "read", "array<vec4<S>>", "v (B, TK, DV) dense"),
+        ("q", "read", "array<vec4<S>>", "q (B, TQ, D), rows at Q_*"),
+        ("k", "read", "array<vec4<S>>", "k (B, TK, D), rows at K_*"),
+        ("v", "read", "array<vec4<S>>", "v (B, TK, DV), rows at V_*"),
         ("mask", "read", "array<S>", "the additive mask (HAS_MASK), strided"),
-        ("dout", "read", "array<vec4<S>>", "backward: the output gradient (B, TQ, DV) dense"),
-        ("res", "read_write", "array<S>", "the result: out (B, TQ, DV); dq (B, TQ, D); dk (B, TK, D) and dv (B, TK, DV) from RES_V"),
+        ("dout", "read", "array<vec4<S>>", "backward: the output gradient (B, TQ, DV), rows at DO_*"),
+        ("res", "read_write", "array<S>", "the result: out (B, TQ, DV); dq (B, TQ, D); dk (B, TK, D) (rows at RES_*) and dv (B, TK, DV) (rows at RESV_*)"),
         ("lse", "read_write", "array<f32>", "forward: the log-sum-exp of each score row (B, TQ)"),
         ("st", "read_write", "array<vec4<f32>>", "the running state per row between chunks (head dims padded to vec4s): out * l, then (max, sum) from ST2; dq / scale; dk / scale, then dv from ST2"),
-        ("out_in", "read", "array<S>", "backward: the forward's output (read-only: dout may share its buffer)"),
+        ("out_in", "read", "array<S>", "backward: the forward's output, rows at OUT_* (read-only: dout may share its buffer)"),
         ("lse_in", "read", "array<f32>", "backward: the forward's log-sum-exp"),
         ("ld", "read_write", "array<f32>", "backward: (lse, delta = sum(dout * out)) per query row"),
     ],

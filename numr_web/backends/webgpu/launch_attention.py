@@ -13,6 +13,13 @@ device's maxComputeWorkgroupStorageSize (WebGPU's default 16 KiB; browsers, lava
 H200's Vulkan driver 48). The knob NUMR_WEBGPU_ATTN_TILE (the backend's `attn_tile`) overrides
 the table: "16x8x8" for every kernel, or per kernel "fwd=16x8x8,dq=16x8x8,dkv=16x8x4".
 
+Placement. Each operand and result is B matrices (T, d) of contiguous rows, placed by four
+metadata words (`role_words`: element offset, two batch strides, row stride): the heads of a fused
+qkv projection (B, H, T, d) with rows 3 H d apart are read where they lie, and the results are
+written in (B, T, H, d) memory (`heads_outer`), where the model's merge of the heads is a view
+(the forward's output: the backend allocates it so).
+`placement` says whether a view can be read so (else the backend copies it first).
+
 Loop budget. Each dispatch covers the columns (keys; queries for dk, dv) of one chunk: `chunk`
 picks as many whole tiles as keep an invocation's loop iterations within half the loop budget
 (Mesa llvmpipe stops an invocation after 65535); the running state (the row max and sum, the
@@ -24,7 +31,7 @@ from __future__ import annotations
 from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
 from .contract import ATTENTION, ATTN_MAX_D, MAXD, f32_word
-from .views import GPUArray, coalesce
+from .views import GPUArray, coalesce, dense_strides
 
 K = ATTENTION
 L = K.layout
@@ -174,8 +181,44 @@ def check_dims(D, DV):
                                 f"most {ATTN_MAX_D} values per row")
 
 
-def _words(B, TQ, TK, D, DV, scale, mask):
+def placement(t):
+    """(L0, L1, LR) of a (..., T, d) view, in elements: matrix b (over the batch dims) starts at
+    (b / hn) L0 + (b % hn) L1, hn the last batch dim, its rows LR apart; None where a row's
+    elements are not contiguous or the batch dims before the last do not merge into one."""
+    if t.size == 0:
+        return 0, 0, 0
+    st = t.strides
+    if t.shape[-1] > 1 and st[-1] != 1:
+        return None
+    if t.ndim == 2:
+        return 0, 0, st[-2]
+    lead = [(n, s) for n, s in zip(t.shape[:-3], st[:-3]) if n != 1]
+    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(lead, lead[1:])):
+        return None
+    return (lead[-1][1] if lead else 0), st[-3], st[-2]
+
+
+def heads_outer(shape):
+    """Strides of a (..., H, T, n) array laid out as (..., T, H, n) in memory: the usual merge of
+    the heads afterwards (transpose(-3, -2).reshape(..., T, H n)) is then a view."""
+    if len(shape) < 3:
+        return dense_strides(shape)
+    *lead, h, t, n = shape
+    return tuple(dense_strides(tuple(lead) + (t * h * n,)))[:-1] + (n, h * n, 1)
+
+
+def role_words(w, role, t, rel):
+    """Fill role's four placement words for view t bound at element offset rel; -> whether they
+    are all multiples of 4 (vec4 reads)."""
+    l0, l1, lr = placement(t)
+    first = getattr(L, role + "_OFF")
+    w[first:first + 4] = rel, l0, l1, lr
+    return all(x % 4 == 0 for x in (rel, l0, l1, lr))
+
+
+def _words(B, TQ, TK, D, DV, scale, mask, hn):
     w = L.new()
+    w[L.HN] = max(hn, 1)
     w[L.B], w[L.TQ], w[L.TK], w[L.D], w[L.DV] = B, TQ, TK, D, DV
     w[L.SCALE] = f32_word(scale)
     if mask is not None:
@@ -195,26 +238,32 @@ def _bind(d, t):
 
 
 def _operands(d, q, k, v, mask, w, do=None):
-    bufs = {}
-    for name, t in (("q", q), ("k", k), ("v", v), ("dout", do)):
+    """The operands' bindings and placement words; -> (bindings, whether vec4 reads are exact)."""
+    bufs, vec = {}, True
+    for name, role, t in (("q", "Q", q), ("k", "K", k), ("v", "V", v), ("dout", "DO", do)):
         if t is None:
             continue
         bufs[name], rel = _bind(d, t)
-        if rel:
-            raise BackendLimitError("attention operands must start on a binding boundary")
+        vec = role_words(w, role, t, rel) and vec
     if mask is not None:
         bufs["mask"], w[L.OFFSET_MASK] = _bind(d, mask)
-    return bufs
+    return bufs, vec
+
+
+def _result(d, w, role, t):
+    buf, rel = _bind(d, t)
+    role_words(w, role, t, rel)
+    return buf
 
 
 class _Plan:
     """One kernel's launches: constants, grid, and the column chunks of the loop budget."""
 
-    def __init__(self, d, kind, q, v, mask, causal, rows, cols, B, budget, tile):
+    def __init__(self, d, kind, q, v, mask, causal, rows, cols, B, budget, tile, vec):
         D, DV = q.shape[-1], v.shape[-1]
         c = tiles(kind, -(-D // 4), -(-DV // 4), d.adapter.limits, tile, cols)
         self.consts = dict(c, HAS_MASK=int(mask is not None), CAUSAL=int(causal),
-                           VEC=int(D % 4 == 0 and DV % 4 == 0))
+                           VEC=int(vec and D % 4 == 0 and DV % 4 == 0))
         items = B * -(-rows // (4 * c["NRG"]))
         self.grid = d.grid_wg(items)
         per_group = -(-items // (self.grid[0] * self.grid[1]))
@@ -243,14 +292,15 @@ def _state(d, plan, rows):
 
 
 def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget, tile=None):
-    """q (B*TQ, D), k (B*TK, D), v (B*TK, DV) dense from element 0 of fresh buffers; mask: a
-    float view of (batch..., TQ, TK) or None. Writes out (B, TQ, DV) and lse (B, TQ) float32."""
+    """q (..., TQ, D), k (..., TK, D), v (..., TK, DV) views that `placement` describes; mask: a
+    float view of (batch..., TQ, TK) or None. Writes out (..., TQ, DV), any placed view, and lse
+    (B, TQ) float32 dense."""
     D, DV = q.shape[-1], v.shape[-1]
     check_dims(D, DV)
-    w = _words(B, TQ, TK, D, DV, scale, mask)
-    plan = _Plan(d, "fwd", q, v, mask, causal, TQ, TK, B, budget, (tile or {}).get("fwd"))
-    bufs = _operands(d, q, k, v, mask, w)
-    bufs["res"], _ = _bind(d, out)
+    w = _words(B, TQ, TK, D, DV, scale, mask, _hn(q))
+    bufs, vec = _operands(d, q, k, v, mask, w)
+    plan = _Plan(d, "fwd", q, v, mask, causal, TQ, TK, B, budget, (tile or {}).get("fwd"), vec)
+    bufs["res"] = _result(d, w, "RES", out)
     bufs["lse"], _ = _bind(d, lse)
     w[L.ST2] = B * TQ * -(-DV // 4)
     st = _state(d, plan, w[L.ST2] + B * TQ)
@@ -260,43 +310,52 @@ def forward(d, q, k, v, mask, causal, scale, out, lse, B, TQ, TK, budget, tile=N
     return out, lse
 
 
+def _hn(t):
+    return t.shape[-3] if t.ndim > 2 else 1
+
+
 def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, tile=None):
-    """-> (dq, dk, dv) in q's dtype, shaped (B*TQ, D), (B*TK, D), (B*TK, DV) (dk and dv views of
-    one buffer); every operand dense from element 0 of its buffer, lse float32."""
+    """-> (dq, dk, dv) in q's dtype, shaped like q, k, v and laid out as `heads_outer` makes them
+    (dk and dv in one buffer); do, q, k, v, out views that `placement` describes, lse float32
+    (B, TQ) dense."""
     D, DV = q.shape[-1], v.shape[-1]
     check_dims(D, DV)
     tile = tile or {}
-    w = _words(B, TQ, TK, D, DV, scale, mask)
+    w = _words(B, TQ, TK, D, DV, scale, mask, _hn(q))
     w[L.ROWS] = B * TQ
     ld = d.alloc((B * TQ, 2), float32)
-    pb = {}
-    pb["dout"], _ = _bind(d, do)
-    pb["out_in"], _ = _bind(d, out)
+    bufs, vec = _operands(d, q, k, v, mask, w, do)
+    pb = {"dout": bufs["dout"], "out_in": _result(d, w, "OUT", out)}
     pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
     d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
-    bufs = _operands(d, q, k, v, mask, w, do)
     bufs["ld"] = pb["ld"]
 
-    dq = d.alloc((B * TQ, D), q.dtype)
-    plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"))
+    dq = _placed(d.alloc((B * TQ * D,), q.dtype), q.shape, 0)
+    plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"), vec)
     st = _state(d, plan, B * TQ * -(-D // 4))
-    qb = dict(bufs, res=_bind(d, dq)[0])
+    qb = dict(bufs, res=_result(d, w, "RES", dq))
     if st is not None:
         qb["st"], _ = _bind(d, st)
     plan.launch(d, "attn_bwd_dq", q.dtype, w, qb)
 
-    plan = _Plan(d, "dkv", q, v, mask, causal, TK, TQ, B, budget, tile.get("dkv"))
+    plan = _Plan(d, "dkv", q, v, mask, causal, TK, TQ, B, budget, tile.get("dkv"), vec)
     nk = B * TK * D
     vo = -(-nk // 128) * 128              # dv from a binding boundary (and a whole vec4)
     g = d.alloc((vo + B * TK * DV,), q.dtype)
-    w[L.RES_V] = vo
+    dk, dv = _placed(g, k.shape, 0), _placed(g, v.shape, vo)
     w[L.ST2] = B * TK * -(-D // 4)
     st = _state(d, plan, w[L.ST2] + B * TK * -(-DV // 4))
-    kb = dict(bufs, res=_bind(d, g)[0])
+    gb, rel = _bind(d, g)                 # one binding holds both
+    role_words(w, "RES", dk, rel)
+    role_words(w, "RESV", dv, rel + vo)
+    kb = dict(bufs, res=gb)
     if st is not None:
         kb["st"], _ = _bind(d, st)
     plan.launch(d, "attn_bwd_dkv", q.dtype, w, kb)
-    dk = GPUArray(g.storage, (B * TK, D), q.dtype)
-    dv = GPUArray(g.storage, (B * TK, DV), q.dtype, offset=vo)
     return dq, dk, dv
+
+
+def _placed(g, shape, offset):
+    """A (..., H, T, n) view of g's storage from element `offset`, laid out as `heads_outer`."""
+    return GPUArray(g.storage, shape, g.dtype, heads_outer(shape), offset, True)
