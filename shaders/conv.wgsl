@@ -163,3 +163,32 @@ fn maxpool_bwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         out[mu(W_OFFSET_OUT) + t] = S(acc);
     }
 }
+
+// the same where the windows tile the input exactly (stride = kernel, no padding or dilation, H =
+// OH KH, W = OW KW): one invocation per window writes its KH x KW elements, dy at the argmax and 0
+// elsewhere (the gather above divides for every window of every element: integer division is
+// what bounds it on a GPU). W_N: the windows.
+@compute @workgroup_size(WG)
+fn maxpool_bwd_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lid: u32) {
+    let total = mu(W_N);
+    let OH = mu(W_OH);
+    let OW = mu(W_OW);
+    let KH = mu(W_KH);
+    let KW = mu(W_KW);
+    let W = mu(W_W);
+    for (var t = linear_id(wid, nwg, lid); t < total; t = t + grid_stride(nwg)) {
+        let ow = t % OW;
+        let r = t / OW;
+        let oh = r % OH;
+        let base = mu(W_OFFSET_OUT) + (r / OH) * OH * KH * W;   // (n, c)'s first element
+        let m = u32(idx[mu(W_OFFSET_IDX) + t]);
+        let g = a[mu(W_OFFSET_IN) + t];
+        for (var i = 0u; i < KH; i = i + 1u) {
+            let row = (oh * KH + i) * W + ow * KW;
+            for (var j = 0u; j < KW; j = j + 1u) {
+                out[base + row + j] = select(S(0), g, row + j == m);
+            }
+        }
+    }
+}

@@ -232,3 +232,27 @@ def test_attention_backward_with_the_output_as_its_gradient():
     ref.backward(ref.detach())
     for got, leaf in zip(x, leaves):
         np.testing.assert_allclose(got.grad.numpy(), leaf.grad.numpy(), rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("shape, kernel, stride", [((2, 3, 8, 9), (2, 3), (2, 3)),   # windows tile x
+                                                   ((2, 3, 7, 9), (2, 3), (2, 3)),   # a row left over
+                                                   ((1, 2, 8, 8), (3, 3), (2, 2))])  # overlapping
+def test_max_pool_backward_per_window_and_per_element(shape, kernel, stride):
+    """Max pooling's gradient: where the windows tile the input exactly, one invocation per window
+    writes it (dy at the argmax, 0 elsewhere); otherwise each element gathers from the windows
+    that chose it. Both exact (one dy value per element here, or a sum of two for overlaps)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, :3] = 1.5                                   # a tie: the first one wins, as torch
+    xt = t64(x).requires_grad_()
+    y = F.max_pool2d(xt, kernel, stride)
+    g = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+    y.backward(t64(g))
+    be = backend()
+    yh, idx = be.max_pool2d(up(be, x), kernel, stride, (0, 0), (1, 1), tuple(y.shape[2:]))
+    dx, ran = kernels_run(be, lambda: be.max_pool2d_backward(up(be, g), idx, shape, kernel, stride,
+                                                             (0, 0), (1, 1)))
+    assert ran == {"conv.maxpool_bwd_tiles" if shape[2] == 8 and stride == kernel else
+                   "conv.maxpool_bwd": 1}
+    np.testing.assert_array_equal(down(be, yh), y.detach().numpy())
+    np.testing.assert_allclose(down(be, dx), xt.grad.numpy(), rtol=2 ** -23, atol=0)

@@ -330,7 +330,7 @@ CONV = KernelFile(
         ("idx", "read_write", "array<i32>", "max pooling: the argmax (h * W + w), like y"),
     ],
     entries={"im2col": ("out", "a"), "col2im": ("out", "a"), "maxpool": ("out", "a", "idx"),
-             "maxpool_bwd": ("out", "a", "idx")},
+             "maxpool_bwd": ("out", "a", "idx"), "maxpool_bwd_tiles": ("out", "a", "idx")},
     overrides=[("CN", "bool", "false", "columns laid out (C*KH*KW, N*OH*OW)")],
 )
 

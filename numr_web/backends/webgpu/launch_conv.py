@@ -1,7 +1,7 @@
 """Launcher of shaders/conv.wgsl: im2col (torch's unfold) and col2im (its adjoint, torch's fold,
 as a gather over the columns that read each input pixel: deterministic), columns (N, C*kh*kw, L)
 or with cn (C*kh*kw, N*L); max pooling forward (value and argmax) and backward (a gather from the
-argmax). Inputs are dense."""
+argmax; where the windows tile the input, one invocation per window). Inputs are dense."""
 from __future__ import annotations
 
 from .contract import CONV, f32_word
@@ -61,4 +61,15 @@ def max_pool_backward(d, dy, idx, out, kernel, stride, padding, dilation):
     """dy, idx dense (N, C, OH, OW) -> out dense (N, C, H, W)."""
     w = _words(out.shape, kernel, stride, padding, dilation)
     w[L.OH], w[L.OW] = dy.shape[2:]
-    return _run(d, "maxpool_bwd", dy, out, w, idx=idx)
+    (kh, kw), (h, w_) = kernel, out.shape[2:]
+    tiles = tuple(stride) == (kh, kw) and tuple(padding) == (0, 0) and tuple(dilation) == (1, 1) \
+        and (h, w_) == (dy.shape[2] * kh, dy.shape[3] * kw)
+    if not tiles or out.size == 0:
+        return _run(d, "maxpool_bwd", dy, out, w, idx=idx)
+    w[L.N] = dy.size                           # one invocation per window
+    bufs = {}
+    bufs["a"], w[L.OFFSET_IN] = d.bind(dy, dy.offset, dy.span())
+    bufs["out"], w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
+    bufs["idx"], w[L.OFFSET_IDX] = d.bind(idx, idx.offset, idx.span())
+    d.launch(_FILE, "maxpool_bwd_tiles", dy.dtype, {}, w, bufs, d.grid(dy.size))
+    return out

@@ -2,7 +2,9 @@
 
 An input view is seen as (kept dims) x (reduced dims), each coalesced (`words`). `plan` picks one
 of the schedules (pure: it only looks at sizes and the loop budget):
-  "wg"        one workgroup per output, tree in workgroup memory: few long reductions;
+  "wg"        one workgroup per output, tree in workgroup memory: long rows (the lanes read a
+              row together), and reductions too few to give each output an invocation of its own
+              (one invocation would wait on one load after another);
   "thread"    one invocation per output: many short reductions (coalesced loads when the kept
               axis is the dense one, e.g. a bias gradient's column sums);
   "two_pass"  sums and extrema with few outputs and a long reduced axis: pass 1 writes one partial
@@ -32,6 +34,7 @@ _FILE = K.name
 TWO_PASS_INVOCATIONS = 1 << 19      # pass 1 aims at about this many invocations
 MIN_CHUNK = 16                      # ... of at least this many elements each
 WG_PASS2_OUTPUTS = 1 << 15          # pass 2 runs one workgroup per output below this many outputs
+WG_MIN_R = 32                       # ... as does any reduction of this many elements or more
 
 
 def words(h, kept, red, kept_out=None, red_out=None):
@@ -76,7 +79,7 @@ def plan(kind, R, n_out, nr, dense_kept, budget):
                 f"(~{half // per_elem} elements; Mesa llvmpipe); use a GPU adapter")
         return "dense_first", 1, R
     wg_ok = not budget or (-(-R // WG)) * per_elem + 64 < half
-    if R >= 256 and n_out < 4096 and not dense_kept and wg_ok:
+    if R >= 256 and not dense_kept and wg_ok:       # long rows: the lanes read them together
         return "wg", 1, R
     if kind == "reduce" and nr == 1 and (R >= 512 and n_out < (1 << 18) or too_long):
         chunks = min(-(-R // MIN_CHUNK), max(1, TWO_PASS_INVOCATIONS // n_out))
@@ -86,6 +89,8 @@ def plan(kind, R, n_out, nr, dense_kept, budget):
         chunks = -(-R // rc)
         if chunks > 1:
             return ("tree" if budget and chunks * per_elem > half else "two_pass"), chunks, rc
+    if R >= WG_MIN_R and n_out < WG_PASS2_OUTPUTS and wg_ok:
+        return "wg", 1, R           # too few outputs for an invocation each to keep loads in flight
     return "thread", 1, R
 
 
