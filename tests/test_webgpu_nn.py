@@ -256,3 +256,26 @@ def test_max_pool_backward_per_window_and_per_element(shape, kernel, stride):
                    "conv.maxpool_bwd": 1}
     np.testing.assert_array_equal(down(be, yh), y.detach().numpy())
     np.testing.assert_allclose(down(be, dx), xt.grad.numpy(), rtol=2 ** -23, atol=0)
+
+
+@pytest.mark.parametrize("cn", [False, True])
+def test_im2col_and_col2im_with_the_shape_as_constants(cn):
+    """GPU adapters compile im2col / col2im with the layer's shape as override constants (SPEC):
+    the same columns and the same gather as the words-only pipelines (which this CPU adapter
+    runs) and as torch's unfold / fold, with stride, padding and dilation."""
+    from numr_web.backends.webgpu import launch_conv as lc
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 9, 7)).astype(np.float32)
+    geom = ((3, 2), (2, 1), (1, 2), (1, 2))                   # kernel, stride, padding, dilation
+    kw = dict(kernel_size=geom[0], stride=geom[1], padding=geom[2], dilation=geom[3])
+    cols = F.unfold(t64(x), **kw)                            # (N, C*kh*kw, L)
+    n, ck, L = cols.shape
+    be = backend()
+    for spec in (False, True):
+        shape = (ck, n * L) if cn else (n, ck, L)
+        got = lc.im2col(be.d, up(be, x), be.d.alloc(shape, F32), *geom, 0.0, cn, spec)
+        want = cols.permute(1, 0, 2).reshape(ck, n * L) if cn else cols
+        np.testing.assert_array_equal(down(be, got), want.numpy())
+        back = lc.col2im(be.d, got, be.d.alloc(x.shape, F32), *geom, cn, spec)
+        np.testing.assert_allclose(down(be, back), F.fold(cols, x.shape[2:], **kw).numpy(),
+                                   rtol=4 * 2 ** -23, atol=0)

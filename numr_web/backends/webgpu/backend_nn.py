@@ -239,12 +239,12 @@ class NNPrimitives(ComposedConv):
         oh, ow = conv.out_size(h, kh, sh, ph, dh), conv.out_size(w, kw, sw, pw, dw)
         shape = (c * kh * kw, n * oh * ow) if cn else (n, c * kh * kw, oh * ow)
         return conv.im2col(self.d, self.contiguous(x), self.d.alloc(shape, x.dtype), kernel,
-                           stride, padding, dilation, pad_value, cn)
+                           stride, padding, dilation, pad_value, cn, not self.cpu_adapter)
 
     def col2im(self, cols, x_shape, kernel, stride, padding, dilation, cn=False):
         out = self.d.alloc(tuple(x_shape), cols.dtype)
         return conv.col2im(self.d, self.contiguous(cols), out, kernel, stride, padding, dilation,
-                           cn)
+                           cn, not self.cpu_adapter)
 
     def max_pool2d(self, x, kernel, stride, padding, dilation, out_hw):
         shape = tuple(x.shape[:2]) + tuple(out_hw)

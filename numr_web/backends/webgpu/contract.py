@@ -309,6 +309,9 @@ NORM = KernelFile(
 )
 
 # -- conv.wgsl -----------------------------------------------------------------------------------------------
+# the shape words conv.wgsl divides by; with SPEC they are override constants as well
+CONV_SHAPE_WORDS = ("C", "H", "W", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "OH", "OW")
+
 CONV = KernelFile(
     "conv.wgsl",
     Layout(scalars=[
@@ -331,7 +334,10 @@ CONV = KernelFile(
     ],
     entries={"im2col": ("out", "a"), "col2im": ("out", "a"), "maxpool": ("out", "a", "idx"),
              "maxpool_bwd": ("out", "a", "idx"), "maxpool_bwd_tiles": ("out", "a", "idx")},
-    overrides=[("CN", "bool", "false", "columns laid out (C*KH*KW, N*OH*OW)")],
+    overrides=[("CN", "bool", "false", "columns laid out (C*KH*KW, N*OH*OW)"),
+               ("SPEC", "bool", "false", "the shape words are also the constants K_* (GPU adapters)")]
+    + [(f"K_{n}", "u32", "1u", f"with SPEC: word {n}") for n in CONV_SHAPE_WORDS]
+    + [("K_NB", "u32", "1u", "with SPEC: the batch size")],
 )
 
 # -- attention.wgsl --------------------------------------------------------------------------------------------

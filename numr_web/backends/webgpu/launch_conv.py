@@ -4,7 +4,7 @@ or with cn (C*kh*kw, N*L); max pooling forward (value and argmax) and backward (
 argmax; where the windows tile the input, one invocation per window). Inputs are dense."""
 from __future__ import annotations
 
-from .contract import CONV, f32_word
+from .contract import CONV, CONV_SHAPE_WORDS, f32_word
 
 K = CONV
 L = K.layout
@@ -25,7 +25,16 @@ def _words(x_shape, kernel, stride, padding, dilation):
     return w
 
 
-def _run(d, entry, inp, out, w, cn=False, idx=None):
+def _consts(w, nb, cn, spec):
+    """The overrides: CN, and with spec (GPU adapters) the shape words as constants too, one
+    pipeline per layer shape (a CPU adapter would compile one per shape for little gain)."""
+    c = {"CN": int(cn)} if cn else {}
+    if spec:
+        c.update({f"K_{n}": w[getattr(L, n)] for n in CONV_SHAPE_WORDS}, SPEC=1, K_NB=nb)
+    return c
+
+
+def _run(d, entry, inp, out, w, cn=False, idx=None, spec=False, n=0):
     if out.size == 0:
         return out
     w[L.N] = out.size
@@ -34,20 +43,22 @@ def _run(d, entry, inp, out, w, cn=False, idx=None):
     bufs = {"a": ibuf, "out": obuf}
     if idx is not None:
         bufs["idx"], w[L.OFFSET_IDX] = d.bind(idx, idx.offset, idx.span())
-    d.launch(_FILE, entry, inp.dtype, {"CN": int(cn)} if cn else {}, w, bufs, d.grid(out.size))
+    d.launch(_FILE, entry, inp.dtype, _consts(w, n, cn, spec), w, bufs, d.grid(out.size))
     return out
 
 
-def im2col(d, x, out, kernel, stride, padding, dilation, pad_value, cn=False):
-    """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn."""
+def im2col(d, x, out, kernel, stride, padding, dilation, pad_value, cn=False, spec=False):
+    """x dense (N, C, H, W) -> out dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn.
+    spec: the shape as override constants (launch_conv._consts)."""
     w = _words(x.shape, kernel, stride, padding, dilation)
     w[L.PAD] = f32_word(pad_value)
-    return _run(d, "im2col", x, out, w, cn)
+    return _run(d, "im2col", x, out, w, cn, spec=spec, n=x.shape[0])
 
 
-def col2im(d, cols, out, kernel, stride, padding, dilation, cn=False):
+def col2im(d, cols, out, kernel, stride, padding, dilation, cn=False, spec=False):
     """cols dense (N, C*kh*kw, OH*OW), or (C*kh*kw, N*OH*OW) with cn -> out dense (N, C, H, W)."""
-    return _run(d, "col2im", cols, out, _words(out.shape, kernel, stride, padding, dilation), cn)
+    return _run(d, "col2im", cols, out, _words(out.shape, kernel, stride, padding, dilation), cn,
+                spec=spec, n=out.shape[0])
 
 
 def max_pool(d, x, out, idx, kernel, stride, padding, dilation):
