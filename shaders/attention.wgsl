@@ -4,7 +4,7 @@
 // recomputes the probabilities from it. Nothing of size TQ x TK is stored anywhere.
 //
 // Metadata words, bindings, overrides: contract.ATTENTION (the generated header). q, k, v, dout
-// and out_in are B matrices (T, d) of contiguous rows, each role placed by four words (`row_at`):
+// and out_in are B matrices (T, d) of contiguous rows, each role placed by four words (`mat_at`, `rows_at`):
 // a head of a fused qkv projection is read where it lies, and out, dq, dk, dv are written where
 // the heads' merge (B, H, T, d) -> (B, T, H d) is a view. Operands are read as vec4s (VEC: d and
 // every offset and stride a multiple of 4) or element by element; the mask is a strided view of
@@ -46,16 +46,15 @@ fn role_word(src: u32) -> u32 {
     }
 }
 
-// element offset of row r of matrix b of the role whose placement words start at w
-fn row_at(w: u32, b: u32, r: u32) -> u32 {
+// element offset of matrix b of the role whose placement words start at w (once per block of
+// rows: the division stays out of the tile loops)
+fn mat_at(w: u32, b: u32) -> u32 {
     let hn = mu(W_HN);
-    return mu(w) + (b / hn) * mu(w + 1u) + (b % hn) * mu(w + 2u) + r * mu(w + 3u);
+    return mu(w) + (b / hn) * mu(w + 1u) + (b % hn) * mu(w + 2u);
 }
 
-fn rows_at(w: u32, b: u32, r: vec4<u32>) -> vec4<u32> {
-    let hn = mu(W_HN);
-    return vec4<u32>(mu(w) + (b / hn) * mu(w + 1u) + (b % hn) * mu(w + 2u)) + r * mu(w + 3u);
-}
+// element offsets of rows r of that role's matrix at mb
+fn rows_at(w: u32, mb: u32, r: vec4<u32>) -> vec4<u32> { return vec4<u32>(mb) + r * mu(w + 3u); }
 
 // element p of operand src
 fn el(src: u32, p: u32) -> f32 {
@@ -103,26 +102,26 @@ fn mask_base(b: u32) -> u32 {
 }
 
 // vec4 x of a tile (row x / nv, vec4 x % nv of it): the value load_tile stores and its slot
-fn tile_at(src: u32, b: u32, r0: u32, rend: u32, n: u32, nv: u32, x: u32) -> vec4<f32> {
+fn tile_at(src: u32, mb: u32, r0: u32, rend: u32, n: u32, nv: u32, x: u32) -> vec4<f32> {
     let t = x / nv;
     if (r0 + t >= rend || x >= b_c() * nv) { return vec4<f32>(0.0); }
-    let rb = row_at(role_word(src), b, r0 + t);
+    let rb = mb + (r0 + t) * mu(role_word(src) + 3u);
     return ld4(src, rb + 4u * (x - t * nv), rb + n);
 }
 fn tile_slot(nv: u32, base: u32, ts: u32, x: u32) -> u32 { return base + (x / nv) * ts + x % nv; }
 
-// Tile rows t < BC at `base` (row stride ts vec4s): row r0 + t of matrix b of operand src (n
+// Tile rows t < BC at `base` (row stride ts vec4s): row r0 + t of operand src's matrix at mb (n
 // elements = nv vec4s per row), zeros from row `rend` on. Cooperative: every invocation,
 // four loads in flight before their stores (the driver does not unroll the loop).
-fn load_tile(src: u32, b: u32, r0: u32, rend: u32, n: u32, nv: u32, base: u32, ts: u32,
+fn load_tile(src: u32, mb: u32, r0: u32, rend: u32, n: u32, nv: u32, base: u32, ts: u32,
              li: u32) {
     let nt = NRG * NL;
     let end = b_c() * nv;
     for (var x = li; x < end; x = x + 4u * nt) {
-        let v0 = tile_at(src, b, r0, rend, n, nv, x);
-        let v1 = tile_at(src, b, r0, rend, n, nv, x + nt);
-        let v2 = tile_at(src, b, r0, rend, n, nv, x + 2u * nt);
-        let v3 = tile_at(src, b, r0, rend, n, nv, x + 3u * nt);
+        let v0 = tile_at(src, mb, r0, rend, n, nv, x);
+        let v1 = tile_at(src, mb, r0, rend, n, nv, x + nt);
+        let v2 = tile_at(src, mb, r0, rend, n, nv, x + 2u * nt);
+        let v3 = tile_at(src, mb, r0, rend, n, nv, x + 3u * nt);
         tile[tile_slot(nv, base, ts, x)] = v0;
         if (x + nt < end) { tile[tile_slot(nv, base, ts, x + nt)] = v1; }
         if (x + 2u * nt < end) { tile[tile_slot(nv, base, ts, x + 2u * nt)] = v2; }
@@ -371,15 +370,18 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             m = vec4<f32>(x.x, y.x, z.x, t.x);
             if (lane == 0u) { l = vec4<f32>(x.y, y.y, z.y, t.y); }
         }
+        let mk = mat_at(W_K_OFF, bi.x);
+        let mv = mat_at(W_V_OFF, bi.x);
+        let rq = rows_at(W_Q_OFF, mat_at(W_Q_OFF, bi.x), c.rc);
         var jend = mu(W_J1);
         if (CAUSAL) { jend = min(jend, bi.y + b_r()); }
         for (var j0 = mu(W_J0); j0 < jend; j0 = j0 + b_c()) {
             workgroupBarrier();
-            load_tile(SRC_K, bi.x, j0, TK, D, D4, 0u, KP, li);
+            load_tile(SRC_K, mk, j0, TK, D, D4, 0u, KP, li);
             workgroupBarrier();
             var s: Blk;
             var none: Blk;
-            score(&s, SRC_Q, rows_at(W_Q_OFF, bi.x, c.rc), D, D4, 0u, KP, lane);
+            score(&s, SRC_Q, rq, D, D4, 0u, KP, lane);
             c.c0 = j0;
             each(OP_FIX, &s, &none, &c);
             c.mx = m;
@@ -395,7 +397,7 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             c.l = l * u.f;
             each(OP_FWD, &s, &none, &c);
             l = c.l;
-            load_tile(SRC_V, bi.x, j0, TK, DV, DV4, 0u, VP, li);   // over K: all scored
+            load_tile(SRC_V, mv, j0, TK, DV, DV4, 0u, VP, li);   // over K: all scored
             workgroupBarrier();
             accum(&o, ng, P0 + rg, 0u, VP, lane);
         }
@@ -406,7 +408,7 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         for (var r = 0u; r < NL; r = r + 1u) { lt = lt + tile[R0 + rg * NL + r]; }
         if (mu(W_LAST) != 0u) {                    // out = o / l, lse = m + log(l); a row that
             u.f = select(1.0 / lt, vec4<f32>(0.0), lt == vec4<f32>(0.0));  // sees no key: 0, -inf
-            u.base = rows_at(W_RES_OFF, bi.x, c.rc);
+            u.base = rows_at(W_RES_OFF, mat_at(W_RES_OFF, bi.x), c.rc);
             groups(G_PUT, &o, ng, u);
             if (lane == 0u) {
                 let x = m + log(lt);
@@ -435,8 +437,8 @@ fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let TQ = mu(W_TQ);
     for (var r = linear_id(wid, nwg, lid); r < mu(W_ROWS); r = r + grid_stride(nwg)) {
         var s = 0.0;
-        let pd = row_at(W_DO_OFF, r / TQ, r % TQ);
-        let po = row_at(W_OUT_OFF, r / TQ, r % TQ);
+        let pd = mat_at(W_DO_OFF, r / TQ) + (r % TQ) * mu(W_DO_LR);
+        let po = mat_at(W_OUT_OFF, r / TQ) + (r % TQ) * mu(W_OUT_LR);
         for (var j = 0u; j < DV; j = j + 1u) {
             let i = pd + j;
             s = s + f32(dout[i >> 2u][i & 3u]) * f32(out_in[po + j]);
@@ -468,19 +470,23 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         c.lse = select(lse_r, vec4<f32>(0.0), lse_r == vec4<f32>(-inf_f32()));  // no key: p = 0
         c.delta = vec4<f32>(ld[2u * grow.x + 1u], ld[2u * grow.y + 1u], ld[2u * grow.z + 1u],
                             ld[2u * grow.w + 1u]);
+        let mk = mat_at(W_K_OFF, bi.x);
+        let mv = mat_at(W_V_OFF, bi.x);
+        let rq = rows_at(W_Q_OFF, mat_at(W_Q_OFF, bi.x), c.rc);
+        let rdo = rows_at(W_DO_OFF, mat_at(W_DO_OFF, bi.x), c.rc);
         var jend = mu(W_J1);
         if (CAUSAL) { jend = min(jend, bi.y + b_r()); }
         for (var j0 = mu(W_J0); j0 < jend; j0 = j0 + b_c()) {
             workgroupBarrier();
-            load_tile(SRC_V, bi.x, j0, TK, DV, DV4, 0u, VP, li);
+            load_tile(SRC_V, mv, j0, TK, DV, DV4, 0u, VP, li);
             workgroupBarrier();
             var dp: Blk;
-            score(&dp, SRC_DO, rows_at(W_DO_OFF, bi.x, c.rc), DV, DV4, 0u, VP, lane);
+            score(&dp, SRC_DO, rdo, DV, DV4, 0u, VP, lane);
             workgroupBarrier();
-            load_tile(SRC_K, bi.x, j0, TK, D, D4, 0u, KP, li);
+            load_tile(SRC_K, mk, j0, TK, D, D4, 0u, KP, li);
             workgroupBarrier();
             var s: Blk;
-            score(&s, SRC_Q, rows_at(W_Q_OFF, bi.x, c.rc), D, D4, 0u, KP, lane);
+            score(&s, SRC_Q, rq, D, D4, 0u, KP, lane);
             c.c0 = j0;
             each(OP_FIX, &s, &dp, &c);
             each(OP_DQ, &s, &dp, &c);
@@ -488,7 +494,7 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             accum(&o, ng, P0 + rg, 0u, KP, lane);
         }
         if (mu(W_LAST) != 0u) {
-            u.base = rows_at(W_RES_OFF, bi.x, c.rc);
+            u.base = rows_at(W_RES_OFF, mat_at(W_RES_OFF, bi.x), c.rc);
             groups(G_PUT, &o, ng, u);
         } else {
             groups(G_SAVE, &o, ng, u);
@@ -522,12 +528,16 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             groups(G_LOAD, &ok, ngk, uk);
             groups(G_LOAD, &ov, ngv, uv);
         }
+        let mdo = mat_at(W_DO_OFF, bi.x);
+        let mq = mat_at(W_Q_OFF, bi.x);
+        let rv = rows_at(W_V_OFF, mat_at(W_V_OFF, bi.x), c.rc);
+        let rk = rows_at(W_K_OFF, mat_at(W_K_OFF, bi.x), c.rc);
         var i0 = mu(W_J0);
         if (CAUSAL) { i0 = max(i0, bi.y); }        // queries before the block see none of it
         for (var c0 = i0; c0 < J1; c0 = c0 + b_c()) {
             workgroupBarrier();
-            load_tile(SRC_DO, bi.x, c0, J1, DV, DV4, 0u, VP, li);
-            load_tile(SRC_Q, bi.x, c0, J1, D, D4, B0, KP, li);
+            load_tile(SRC_DO, mdo, c0, J1, DV, DV4, 0u, VP, li);
+            load_tile(SRC_Q, mq, c0, J1, D, D4, B0, KP, li);
             for (var x = li; x < b_c(); x = x + NRG * NL) {   // the columns' lse, delta
                 let gq = bi.x * TQ + min(c0 + x, TQ - 1u);
                 let lse_c = ld[2u * gq];
@@ -536,9 +546,9 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             }
             workgroupBarrier();
             var dp: Blk;
-            score(&dp, SRC_V, rows_at(W_V_OFF, bi.x, c.rc), DV, DV4, 0u, VP, lane);
+            score(&dp, SRC_V, rv, DV, DV4, 0u, VP, lane);
             var s: Blk;
-            score(&s, SRC_K, rows_at(W_K_OFF, bi.x, c.rc), D, D4, B0, KP, lane);
+            score(&s, SRC_K, rk, D, D4, B0, KP, lane);
             c.c0 = c0;
             each(OP_FIX, &s, &dp, &c);
             each(OP_DKV, &s, &dp, &c);
@@ -550,8 +560,8 @@ fn attn_bwd_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             accum(&ok, ngk, P0 + rg, B0, KP, lane);
         }
         if (mu(W_LAST) != 0u) {
-            uk.base = rows_at(W_RES_OFF, bi.x, c.rc);
-            uv.base = rows_at(W_RESV_OFF, bi.x, c.rc);
+            uk.base = rows_at(W_RES_OFF, mat_at(W_RES_OFF, bi.x), c.rc);
+            uv.base = rows_at(W_RESV_OFF, mat_at(W_RESV_OFF, bi.x), c.rc);
             groups(G_PUT, &ok, ngk, uk);
             groups(G_PUT, &ov, ngv, uv);
         } else {
