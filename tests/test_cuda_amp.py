@@ -125,3 +125,21 @@ def test_gradscaler_step_with_a_capturable_adamw_is_captured():
     for p, q in zip(m1.parameters(), m2.parameters()):
         assert np.isfinite(q.numpy()).all()
         np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+@pytest.mark.parametrize("n", [1, 7, 4096 * 33 + 5])
+def test_float32_float16_casts_bit_for_bit(n):
+    """autocast's casts (the vectorised cast kernel: float32 -> float16 rounds once, to nearest
+    even; float16 -> float32 is exact) give numpy's bits, subnormals, infinities, overflow and
+    the odd tail included, from an aligned array and from an offset view (scalar accesses)."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(n) * rng.choice([1e-7, 1e-3, 1.0, 1e3, 1e5], n)).astype(np.float32)
+    x[:min(n, 6)] = np.array([np.inf, -np.inf, 65520.0, 6e-8, -3e-8, 2.0 ** -25], np.float32)[:min(n, 6)]
+    for arr in (x, x[1:]):
+        t = nr.tensor(x, device="cuda")
+        t = t if arr is x else t[1:]
+        h = t.to(nr.float16)
+        assert np.array_equal(h.numpy().view(np.uint16), arr.astype(np.float16).view(np.uint16))
+        back = h.to(nr.float32)
+        assert np.array_equal(back.numpy().view(np.uint32),
+                              arr.astype(np.float16).astype(np.float32).view(np.uint32))

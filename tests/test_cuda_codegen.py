@@ -15,6 +15,7 @@ import pytest
 
 from numr_web.backends.cuda import attention as AT
 from numr_web.backends.cuda import codegen as G
+from numr_web.backends.cuda.launch import CASTS
 from numr_web.vocab import activations as A
 from numr_web.vocab.activations import ACT, Act, Code
 from nvrtc import kernel_resources, nvrtc as _nvrtc, ptxas
@@ -114,12 +115,13 @@ def test_every_kernel_family_compiles_with_nvrtc():
     names += [f"adam_list<{d}, {f}, {dev}, {hi}>" for d in (0, 1, 2) for f in ("false", "true")
               for dev in ("false", "true") for hi in ("false", "true")]      # optim.cu
     names += ["sgd_list<false>", "sgd_list<true>"]
+    names += [G.cast(a, b, v, 4) for a, b in CASTS for v in (1, 4)]      # autocast's casts
     ptx = _compile(G.source(), names)
     # float and float16 kernels compute in float: no double arithmetic sneaks in (the scalar
     # operand of `ews` arrives as a double and is converted once)
     for entry in re.split(r"\.entry ", ptx)[1:]:
         name = entry.split("(")[0]
-        if re.match(r"_Z\d+(ew|bias_act|bwd_db|seg_sum)I[ft]", name):
+        if re.match(r"_Z\d+(ew|bias_act|bwd_db|seg_sum|cast)I[ft]", name):
             assert ".f64" not in entry, name
         if re.match(r"_Z\d+attn_[a-z_]+I[ft]", name):    # the scale: a double, converted once
             f64 = [ln.strip() for ln in entry.splitlines() if ".f64" in ln and not ln.strip()

@@ -39,7 +39,7 @@ from . import codegen as G
 from .attention import Attention
 from .bfloat16 import CudaBfloat16
 from .blas import Blas, CudaGemm, matrix_layout
-from .launch import BLOCK, Kernels
+from .launch import BLOCK, CASTS, Kernels
 from .cnn import CudaCNN
 from .nn import CudaNN
 from .optim import CudaOptim
@@ -91,6 +91,7 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
         self.kernels = Kernels(cupy)
         self._stream = cupy.cuda.get_current_stream
         self._code = {name: i for i, name in enumerate(ACT)}
+        self._half_pair = (dtypes.float16, dtypes.float32)    # the cast kernel's target dtypes
         self._resident = {}
         self._oom = cupy.cuda.memory.OutOfMemoryError
         try:
@@ -268,6 +269,24 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
             bits = self.xp.dtype(f"u{h.dtype.itemsize}")             # operand's sign as it was
             return (h.view(bits) ^ bits.type(1 << (8 * h.dtype.itemsize - 1))).view(h.dtype)
         return super().unary(op, h)
+
+    def astype(self, h, dtype):
+        """float32 <-> float16 of a dense array (autocast's casts) in the vectorised cast kernel;
+        the rest through the array module (CuPy's copy kernel: an element a thread)."""
+        src = self._ct.get(h.dtype.char)
+        dst = self._ct.get(self._np_dtype[dtype].char) if dtype in self._half_pair else None
+        if src is None or dst is None or (src, dst) not in CASTS or not h._c_contiguous:
+            return super().astype(h, dtype)
+        out = self._nd(h.shape, self._np_dtype[dtype])
+        n = out.size
+        if n:
+            pa, po = h.data.ptr, out.data.ptr
+            v = self._lanes(4, pa if src == "float" else po)
+            if (pa if src != "float" else po) % (2 * v):
+                v = 1
+            self.kernels.cast(src, dst, v, self.unroll).run1d(n, v, self.unroll, (pa, po, n),
+                                                              self._stream().ptr)
+        return out
 
     def _bin(self, ct, op, a, b, shape):
         out = self._nd(shape, a.dtype)         # (cupy.empty_like costs twice a launch)

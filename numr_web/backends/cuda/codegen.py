@@ -136,6 +136,10 @@ def bias_act(ctype, code, has_bias, write_z, v, u, otype=None):
             f"{v}, {u}>")
 
 
+def cast(src, dst, v, u):
+    return f"cast<{src}, {dst}, {v}, {u}>"
+
+
 def bwd_db(ctype, code, v, u):
     return f"bwd_db<{ctype}, {code}, {v}, {u}>"
 

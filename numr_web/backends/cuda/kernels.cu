@@ -179,6 +179,37 @@ __global__ void __launch_bounds__(256) ew(const S* __restrict__ a, const S* __re
     }
 }
 
+// out = a converted from storage type S to D through the compute types (float <-> float16: one
+// rounding, cvt.rn), vectors of V, U per thread, scalar tail: autocast's casts
+template <typename S, typename D, int V, int U>
+__global__ void __launch_bounds__(256) cast(const S* __restrict__ a, D* __restrict__ out,
+                                            long long n) {
+    typedef Pack<S, V> P;
+    typedef Pack<D, V> Q;
+    const long long nv = n / V;
+    const long long base = (long long)blockIdx.x * (blockDim.x * U) + threadIdx.x;
+    P r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) r[u] = reinterpret_cast<const P*>(a)[i];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long long i = base + (long long)u * blockDim.x;
+        if (i < nv) {
+            Q o;
+#pragma unroll
+            for (int k = 0; k < V; ++k) o.v[k] = IO<D>::st(IO<S>::ld(r[u].v[k]));
+            reinterpret_cast<Q*>(out)[i] = o;
+        }
+    }
+    if (V > 1 && blockIdx.x == 0) {            // the last n % V elements
+        long long t = nv * V + threadIdx.x;
+        if (t < n) out[t] = IO<D>::st(IO<S>::ld(a[t]));
+    }
+}
+
 // out = OP(a, s) (or OP(s, a) when REV) with a scalar s (a Python number, rounded to C first)
 template <typename S, typename OP, bool REV, int V, int U>
 __global__ void __launch_bounds__(256) ews(const S* __restrict__ a, double s_, S* __restrict__ out,

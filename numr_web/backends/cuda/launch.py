@@ -17,9 +17,10 @@ import threading
 from . import codegen as G
 
 BLOCK = 256
+CASTS = (("float", "half_t"), ("half_t", "float"))    # the cast kernel's pairs (autocast's)
 _PACK = {"p": "Q", "q": "q", "d": "d"}     # struct codes: every argument is 8 bytes, unpadded
 # argument kinds of each kernel template: p pointer, q int64, d double
-SIGNATURES = {"ew": "pppq", "ews": "pdpq", "bias_act": "ppppqq", "bwd_db": "ppppqq",
+SIGNATURES = {"ew": "pppq", "ews": "pdpq", "cast": "ppq", "bias_act": "ppppqq", "bwd_db": "ppppqq",
               "seg_sum": "pppq", "sum_small": "ppqd"}
 
 
@@ -140,6 +141,12 @@ class Kernels:
         return self._launch.get(key) or self._build(
             key, "ew", lambda: G.ew(ct, G.map_op(code, fn), 1, v, u),
             lambda: (G.ew(ct, G.map_op(c, fn), 1, v, u) for c in G.codes().values()))
+
+    def cast(self, src, dst, v, u):
+        key = ("cast", src, dst, v, u)
+        return self._launch.get(key) or self._build(
+            key, "cast", lambda: G.cast(src, dst, v, u),
+            lambda: (G.cast(a, b, v, u) for a, b in CASTS))
 
     def bwd(self, ct, code, v, u):
         key = ("bwd", ct, code, v, u)
