@@ -91,7 +91,7 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
         self.kernels = Kernels(cupy)
         self._stream = cupy.cuda.get_current_stream
         self._code = {name: i for i, name in enumerate(ACT)}
-        self._half_pair = (dtypes.float16, dtypes.float32)    # the cast kernel's target dtypes
+        self._half_pair = {dtypes.float16: "half_t", dtypes.float32: "float"}   # cast targets
         self._resident = {}
         self._oom = cupy.cuda.memory.OutOfMemoryError
         try:
@@ -274,7 +274,7 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
         """float32 <-> float16 of a dense array (autocast's casts) in the vectorised cast kernel;
         the rest through the array module (CuPy's copy kernel: an element a thread)."""
         src = self._ct.get(h.dtype.char)
-        dst = self._ct.get(self._np_dtype[dtype].char) if dtype in self._half_pair else None
+        dst = self._half_pair.get(dtype)
         if src is None or dst is None or (src, dst) not in CASTS or not h._c_contiguous:
             return super().astype(h, dtype)
         out = self._nd(h.shape, self._np_dtype[dtype])
