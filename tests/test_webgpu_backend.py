@@ -511,7 +511,9 @@ def test_reduce_schedules(be, op):
     assert "reduce.reduce_wg" in ran
     got, ran = kernels_run(be, lambda: getattr(T(tall), op)(axis=0).numpy())
     check_reduce(op, got, tall, 0)
-    assert ran.get("reduce.reduce_thread") == 1 and ran.get("reduce.reduce_wg") == 1  # two passes
+    # the two passes; the second a workgroup per output on GPUs, an invocation on CPU adapters
+    assert ran == ({"reduce.reduce_thread": 2} if be.cpu_adapter else
+                   {"reduce.reduce_thread": 1, "reduce.reduce_wg": 1}), ran
     check_reduce(op, getattr(T(long_rows), op)().numpy(), long_rows, None)
     check_reduce(op, getattr(T(tall).reshape(50, 100, 3), op)(axis=(0, 1), keepdims=True).numpy(),
                  tall.reshape(50, 100, 3), (0, 1), True)
@@ -528,7 +530,7 @@ def test_reduce_within_a_small_loop_budget(op):
     x = rand(20000, 3, seed=6)
     got, ran = kernels_run(be, lambda: down(be, be.reduce(op, up(be, x), (0,), False)))
     check_reduce(op, got, x, 0)
-    assert ran.get("reduce.reduce_thread", 0) >= 2 and "reduce.reduce_wg" in ran   # pass 1, its partials
+    assert ran.get("reduce.reduce_thread", 0) + ran.get("reduce.reduce_wg", 0) >= 3  # pass 1, its partials
     y = rand(50, 10, 40, seed=7)
     got, ran = kernels_run(be, lambda: down(be, be.reduce(op, up(be, y), (0, 2), False)))
     check_reduce(op, got, y, (0, 2))

@@ -207,14 +207,15 @@ def loop_iterations(schedule, R, nr, chunks, rc):
     return R * per_elem
 
 
+@pytest.mark.parametrize("cpu", [False, True])
 @pytest.mark.parametrize("budget", [0, 300, 2000, 60000])
-def test_reduce_schedules_stay_within_the_loop_budget(budget):
+def test_reduce_schedules_stay_within_the_loop_budget(budget, cpu):
     seen = set()
     for kind, R, n_out, nr, dense in itertools.product(
             ("reduce", "argmax", "softmax"), (1, 7, 255, 256, 511, 512, 5000, 20000, 1 << 23),
             (1, 3, 4095, 4096, 70000, 1 << 18), (1, 2, 3), (False, True)):
         try:
-            schedule, chunks, rc = launch_reduce.plan(kind, R, n_out, nr, dense, budget)
+            schedule, chunks, rc = launch_reduce.plan(kind, R, n_out, nr, dense, budget, cpu)
         except Exception as e:
             assert kind != "reduce" and budget and R * (2 + nr) > budget // 2, e
             assert "loop limit" in str(e)

@@ -357,8 +357,9 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         if n_out == 0:
             return out
         R = w[red.L.R]
+        cpu = self.cpu_adapter
         schedule, chunks, rc = red.plan(kind, R, n_out, w[red.L.NR], red.kept_dense(w),
-                                        self.loop_budget)
+                                        self.loop_budget, cpu)
         if schedule == "dense_first":       # the reduced dims as one dense trailing axis
             hc = self._copy(permuted(h, tuple(kept + red_axes)))
             hc = self.reshape(hc, tuple(h.shape[i] for i in kept) + (R,))
@@ -372,7 +373,7 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
                 r = self._mean_of_sum(r, R, h.dtype)
             self._copy(self.reshape(r, out.shape), out)
             return out
-        return red.run(self.d, schedule, kind, op, h, w, out, n_out, chunks, rc)
+        return red.run(self.d, schedule, kind, op, h, w, out, n_out, chunks, rc, cpu)
 
     def _reduce_chunked(self, op, h, axes, keepdims):
         """A reduction whose input exceeds one storage binding: split along the leading axis.

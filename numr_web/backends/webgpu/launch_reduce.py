@@ -3,8 +3,8 @@
 An input view is seen as (kept dims) x (reduced dims), each coalesced (`words`). `plan` picks one
 of the schedules (pure: it only looks at sizes and the loop budget):
   "wg"        one workgroup per output, tree in workgroup memory: long rows (the lanes read a
-              row together), and reductions too few to give each output an invocation of its own
-              (one invocation would wait on one load after another);
+              row together), and on GPUs reductions too few to give each output an invocation
+              of its own (one invocation would wait on one load after another);
   "thread"    one invocation per output: many short reductions (coalesced loads when the kept
               axis is the dense one, e.g. a bias gradient's column sums);
   "two_pass"  sums and extrema with few outputs and a long reduced axis: pass 1 writes one partial
@@ -33,6 +33,7 @@ L = K.layout
 _FILE = K.name
 TWO_PASS_INVOCATIONS = 1 << 19      # pass 1 aims at about this many invocations
 MIN_CHUNK = 16                      # ... of at least this many elements each
+CPU_MIN_CHUNK = 64                  # (on CPU adapters)
 WG_PASS2_OUTPUTS = 1 << 15          # pass 2 runs one workgroup per output below this many outputs
 WG_MIN_R = 32                       # ... as does any reduction of this many elements or more
 
@@ -66,9 +67,12 @@ def kept_dense(w):
     return nk > 0 and w[L.KEPT_STRIDES_IN + nk - 1] == 1
 
 
-def plan(kind, R, n_out, nr, dense_kept, budget):
+def plan(kind, R, n_out, nr, dense_kept, budget, cpu=False):
     """-> (schedule, chunks, elements per chunk). kind: "reduce", "argmax" or "softmax"; R:
-    elements per reduction; nr: coalesced reduced dims; budget: loop iterations (0: no limit)."""
+    elements per reduction; nr: coalesced reduced dims; budget: loop iterations (0: no limit);
+    cpu: the adapter runs shaders on the CPU (llvmpipe, SwiftShader), where a workgroup's
+    barriers cost more than the loads they overlap: workgroups only for long rows with few
+    outputs, chunks of CPU_MIN_CHUNK."""
     half = budget // 2
     per_elem = 2 + nr                  # loop iterations per element: its own + the offset loop
     too_long = bool(budget) and R * per_elem > half
@@ -79,17 +83,18 @@ def plan(kind, R, n_out, nr, dense_kept, budget):
                 f"(~{half // per_elem} elements; Mesa llvmpipe); use a GPU adapter")
         return "dense_first", 1, R
     wg_ok = not budget or (-(-R // WG)) * per_elem + 64 < half
-    if R >= 256 and not dense_kept and wg_ok:       # long rows: the lanes read them together
-        return "wg", 1, R
+    if R >= 256 and not dense_kept and wg_ok and (not cpu or n_out < 4096):
+        return "wg", 1, R           # long rows: the lanes read them together
     if kind == "reduce" and nr == 1 and (R >= 512 and n_out < (1 << 18) or too_long):
-        chunks = min(-(-R // MIN_CHUNK), max(1, TWO_PASS_INVOCATIONS // n_out))
+        chunks = min(-(-R // (CPU_MIN_CHUNK if cpu else MIN_CHUNK)),
+                     max(1, TWO_PASS_INVOCATIONS // n_out))
         if budget:
             chunks = max(chunks, -(-R * per_elem // half))
         rc = -(-R // chunks)
         chunks = -(-R // rc)
         if chunks > 1:
             return ("tree" if budget and chunks * per_elem > half else "two_pass"), chunks, rc
-    if R >= WG_MIN_R and n_out < WG_PASS2_OUTPUTS and wg_ok:
+    if R >= WG_MIN_R and n_out < WG_PASS2_OUTPUTS and wg_ok and not cpu:
         return "wg", 1, R           # too few outputs for an invocation each to keep loads in flight
     return "thread", 1, R
 
@@ -107,9 +112,9 @@ def _out_binding(kind):
     return "outi" if kind == "argmax" else "out"
 
 
-def run(d, schedule, kind, op, h, w, out, n_out, chunks=1, rc=None):
+def run(d, schedule, kind, op, h, w, out, n_out, chunks=1, rc=None, cpu=False):
     """Launch schedule "wg", "thread" or "two_pass" of a reduction of view h (metadata w from
-    `words`) into view out."""
+    `words`) into view out (cpu: as for `plan`)."""
     R = w[L.R]
     inp, w[L.OFFSET_IN] = d.bind(h, h.offset, h.span())
     obuf, w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
@@ -126,7 +131,7 @@ def run(d, schedule, kind, op, h, w, out, n_out, chunks=1, rc=None):
         w2 = words(part, [1], [0])
         w2[L.N], w2[L.CHUNK], w2[L.CHUNKS], w2[L.COUNT] = n_out, chunks, 1, R
         w2[L.OFFSET_IN], w2[L.OFFSET_OUT] = prel, w[L.OFFSET_OUT]
-        if n_out < WG_PASS2_OUTPUTS:
+        if n_out < WG_PASS2_OUTPUTS and not cpu:
             d.launch(_FILE, "reduce_wg", h.dtype, op_consts(kind, op), w2,
                      {"a": pbuf, "out": obuf}, d.grid_wg(n_out))
         else:
