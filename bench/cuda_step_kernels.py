@@ -61,28 +61,7 @@ def numr_step(name, amp):
 
 
 def torch_step(name, amp):
-    import torch
-    import torch.nn.functional as F
-    model, batch, cfg = M.torch_model(name, "cuda")
-    data = M.batch_data(name, batch, cfg)
-    x = torch.tensor(data[0], device="cuda")
-    if cfg is None:
-        x = x.reshape(batch, *data[2])
-    y = torch.tensor(data[1], device="cuda")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if name == "cifar_cnn" \
-        else torch.optim.AdamW(model.parameters(), lr=3e-4)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp is not None)
-    dtype = getattr(torch, amp) if amp else torch.float32
-
-    def step():
-        with torch.autocast("cuda", dtype=dtype, enabled=amp is not None):
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-    return step, torch.cuda.synchronize
+    return M.torch_training_step(name, "cuda", amp)
 
 
 def main():

@@ -247,7 +247,9 @@ def bench_numr(name, device, steps, capture=False, profile=False, amp=None, fuse
     return res, peak, table
 
 
-def bench_torch(name, device, steps, amp=None):
+def torch_training_step(name, device, amp=None):
+    """(step, sync): one torch training step of model `name` (SGD for the CNN, AdamW else), under
+    autocast + GradScaler when amp is a dtype name, and the device synchronisation."""
     import torch
     import torch.nn.functional as F
     model, batch, cfg = torch_model(name, device)
@@ -286,6 +288,12 @@ def bench_torch(name, device, steps, amp=None):
             box["loss"] = loss
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: box["loss"].item())
+    return step, sync
+
+
+def bench_torch(name, device, steps, amp=None):
+    import torch
+    step, sync = torch_training_step(name, device, amp)
     if device != "cuda":
         return median_ms(step, sync, steps), None
     step()
