@@ -162,3 +162,11 @@ def emu_run(lib, i, blocks, threads, args):
     fn = getattr(lib, f"run_{i}")
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     assert fn(blocks, threads, argv)
+
+
+def kernels_run(be, fn):
+    """fn()'s result and the kernels a webgpu backend dispatched for it: {"file.entry": count}."""
+    before = dict(be.info()["dispatches"])
+    out = fn()
+    after = be.info()["dispatches"]
+    return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

@@ -12,6 +12,8 @@ import numr_web as nr
 from numr_web import dtypes
 from numr_web.backends.webgpu import launch_attention as la
 
+from helpers import kernels_run
+
 import numr_web.backends.webgpu.backend as wb
 ok, why = wb.WebGPUBackend.probe()
 if not ok:
@@ -184,19 +186,11 @@ def test_heads_of_a_fused_projection_are_read_and_written_in_place(head_dim):
     be = nr.get_backend("webgpu")
     xt = nr.tensor(x.astype(np.float32), device="webgpu", requires_grad=True)
     y = block(nr, xt)
-    _, fwd = _kernels_run(be, lambda: block(nr, xt).numpy())
+    _, fwd = kernels_run(be, lambda: block(nr, xt).numpy())
     assert fwd == {"attention.attn_fwd": 1}, fwd
-    _, bwd = _kernels_run(be, lambda: (y.backward(nr.tensor(g.astype(np.float32), device="webgpu")),
+    _, bwd = kernels_run(be, lambda: (y.backward(nr.tensor(g.astype(np.float32), device="webgpu")),
                                        xt.grad.numpy()))
     assert bwd.get("elementwise.unary", 0) <= 3, bwd        # the three gradients' concat
     tol = 8 * EPS32 * np.sqrt(T)
     for got, w in ((y.numpy(), want.detach().numpy()), (xt.grad.numpy(), xr.grad.numpy())):
         assert np.max(np.abs(got - w) / (np.abs(w) + 1)) <= tol
-
-
-def _kernels_run(be, fn):
-    """fn()'s result and the kernels it dispatched: {"file.entry": dispatches}."""
-    before = dict(be.info()["dispatches"])
-    out = fn()
-    after = be.info()["dispatches"]
-    return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

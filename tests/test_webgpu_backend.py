@@ -23,6 +23,8 @@ import numr_web as nr
 from numr_web import dtypes
 from numr_web.errors import BackendLimitError, BackendUnavailableError, DTypeError, KernelError
 
+from helpers import kernels_run
+
 import numr_web.backends.webgpu.backend as wb
 from numr_web.backends.webgpu import launch_gemm
 ok, why = wb.WebGPUBackend.probe()
@@ -81,14 +83,6 @@ def up(be, x):
 
 def down(be, h):
     return be.to_numpy(h)
-
-
-def kernels_run(be, fn):
-    """fn()'s result and the kernels it recorded: {"file.entry": dispatches}."""
-    before = dict(be.info()["dispatches"])
-    out = fn()
-    after = be.info()["dispatches"]
-    return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
 
 
 # -- device, knobs, dtypes ---------------------------------------------------------------------------

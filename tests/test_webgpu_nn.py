@@ -10,6 +10,8 @@ import torch.nn.functional as F
 import numr_web as nr
 from numr_web import dtypes
 
+from helpers import kernels_run
+
 import numr_web.backends.webgpu.backend as wb
 ok, why = wb.WebGPUBackend.probe()
 if not ok:
@@ -34,13 +36,6 @@ def down(be, h):
 
 def t64(x):
     return torch.tensor(np.asarray(x, np.float64))
-
-
-def kernels_run(be, fn):
-    before = dict(be.info()["dispatches"])
-    out = fn()
-    after = be.info()["dispatches"]
-    return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
 
 
 def test_embedding_backward_with_repeated_indices_is_exact_and_chunked():

@@ -281,8 +281,9 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
         n = out.size
         if n:
             pa, po = h.data.ptr, out.data.ptr
-            v = self._lanes(4, pa if src == "float" else po)
-            if (pa if src != "float" else po) % (2 * v):
+            pf, ph = (pa, po) if src == "float" else (po, pa)       # the float, the half side
+            v = self._lanes(4, pf)
+            if ph % (2 * v):
                 v = 1
             self.kernels.cast(src, dst, v, self.unroll).run1d(n, v, self.unroll, (pa, po, n),
                                                               self._stream().ptr)

@@ -317,13 +317,13 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         # sigmoid from z, cheaper than reading y too on a memory-bound kernel)
         shape = broadcast_shapes(dy.shape, s.shape)
         if act == "none" and shape == dy.shape and dy.ndim > 1:   # act' = 1: dz is dy itself
-            return dy, (self.reduce("sum", dy, tuple(range(dy.ndim - 1)), False) if bias_grad
-                        else None)
-        dz = self.d.fusion.record("binary", "act_d1", dy.dtype, shape, (dy, s), act) or \
-            ew.strided(self.d, "binary", dy.dtype, self.d.alloc(shape, dy.dtype),
-                       [expanded(dy, shape), expanded(s, shape)],
-                       {"OP": op_code("binary", "act_d1"), "ACT": act_code(act),
-                        "A_SCALAR": 0, "B_SCALAR": 0})
+            dz = dy
+        else:
+            dz = self.d.fusion.record("binary", "act_d1", dy.dtype, shape, (dy, s), act) or \
+                ew.strided(self.d, "binary", dy.dtype, self.d.alloc(shape, dy.dtype),
+                           [expanded(dy, shape), expanded(s, shape)],
+                           {"OP": op_code("binary", "act_d1"), "ACT": act_code(act),
+                            "A_SCALAR": 0, "B_SCALAR": 0})
         dbias = None
         if bias_grad:
             dbias = self.reduce("sum", dz, tuple(range(dz.ndim - 1)), False) if dz.ndim > 1 else dz

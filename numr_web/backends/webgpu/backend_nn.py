@@ -5,6 +5,8 @@ the backend's own primitives (copies, casts, reductions). A mixin of WebGPUBacke
 semantics are those of the numpy reference (array_nn.py, array_cnn.py)."""
 from __future__ import annotations
 
+import functools
+
 from ...dtypes import bool_, float16, float32, int32
 from ...vocab.activations import ACT
 from ..conv import ComposedConv
@@ -19,10 +21,11 @@ from .views import GPUArray, prod
 
 class NNPrimitives(ComposedConv):
 
-    @property
+    @functools.cached_property
     def cpu_adapter(self):
         """Whether the adapter runs shaders on the CPU (llvmpipe, SwiftShader): kernels then
-        prefer one invocation per row to workgroup barriers."""
+        prefer one invocation per row to workgroup barriers. (The adapter is the backend's for
+        its lifetime: read once, not on every reduction.)"""
         name = str(getattr(self.adapter, "name", "")).lower()
         return str(getattr(self.adapter, "adapter_type", "")).lower() == "cpu" or \
             "llvmpipe" in name or "swiftshader" in name
@@ -211,8 +214,7 @@ class NNPrimitives(ComposedConv):
         if self._composed(q, k, v) and B and TQ and TK:
             return self._attention_composed(q, k, v, mask, causal, scale)
         shape = lead + (TQ, v.shape[-1])
-        out = GPUArray(self.d.alloc(shape, q.dtype).storage, shape, q.dtype,
-                       attn.heads_outer(shape), 0, True)   # the heads' merge is a view
+        out = attn.placed(self.d.alloc(shape, q.dtype), shape)   # the heads' merge is a view
         lse = self.d.alloc(lead + (TQ,), float32)          # float32 whatever q's dtype
         if B and TQ:
             if TK == 0:

@@ -331,7 +331,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
     bufs["ld"] = pb["ld"]
 
-    dq = _placed(d.alloc((B * TQ * D,), q.dtype), q.shape, 0)
+    dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape)
     plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"), vec)
     st = _state(d, plan, B * TQ * -(-D // 4))
     qb = dict(bufs, res=_result(d, w, "RES", dq))
@@ -343,7 +343,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     nk = B * TK * D
     vo = -(-nk // 128) * 128              # dv from a binding boundary (and a whole vec4)
     g = d.alloc((vo + B * TK * DV,), q.dtype)
-    dk, dv = _placed(g, k.shape, 0), _placed(g, v.shape, vo)
+    dk, dv = placed(g, k.shape), placed(g, v.shape, vo)
     w[L.ST2] = B * TK * -(-D // 4)
     st = _state(d, plan, w[L.ST2] + B * TK * -(-DV // 4))
     gb, rel = _bind(d, g)                 # one binding holds both
@@ -356,6 +356,6 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     return dq, dk, dv
 
 
-def _placed(g, shape, offset):
+def placed(g, shape, offset=0):
     """A (..., H, T, n) view of g's storage from element `offset`, laid out as `heads_outer`."""
     return GPUArray(g.storage, shape, g.dtype, heads_outer(shape), offset, True)

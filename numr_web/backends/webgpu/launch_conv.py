@@ -34,16 +34,18 @@ def _consts(w, nb, cn, spec):
     return c
 
 
-def _run(d, entry, inp, out, w, cn=False, idx=None, spec=False, n=0):
+def _run(d, entry, inp, out, w, cn=False, idx=None, spec=False, n=0, items=None):
+    """Launch `entry` over `items` invocations (default: one per output element)."""
     if out.size == 0:
         return out
-    w[L.N] = out.size
+    items = out.size if items is None else items
+    w[L.N] = items
     ibuf, w[L.OFFSET_IN] = d.bind(inp, inp.offset, inp.span())
     obuf, w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
     bufs = {"a": ibuf, "out": obuf}
     if idx is not None:
         bufs["idx"], w[L.OFFSET_IDX] = d.bind(idx, idx.offset, idx.span())
-    d.launch(_FILE, entry, inp.dtype, _consts(w, n, cn, spec), w, bufs, d.grid(out.size))
+    d.launch(_FILE, entry, inp.dtype, _consts(w, n, cn, spec), w, bufs, d.grid(items))
     return out
 
 
@@ -75,12 +77,6 @@ def max_pool_backward(d, dy, idx, out, kernel, stride, padding, dilation):
     (kh, kw), (h, w_) = kernel, out.shape[2:]
     tiles = tuple(stride) == (kh, kw) and tuple(padding) == (0, 0) and tuple(dilation) == (1, 1) \
         and (h, w_) == (dy.shape[2] * kh, dy.shape[3] * kw)
-    if not tiles or out.size == 0:
-        return _run(d, "maxpool_bwd", dy, out, w, idx=idx)
-    w[L.N] = dy.size                           # one invocation per window
-    bufs = {}
-    bufs["a"], w[L.OFFSET_IN] = d.bind(dy, dy.offset, dy.span())
-    bufs["out"], w[L.OFFSET_OUT] = d.bind(out, out.offset, out.span())
-    bufs["idx"], w[L.OFFSET_IDX] = d.bind(idx, idx.offset, idx.span())
-    d.launch(_FILE, "maxpool_bwd_tiles", dy.dtype, {}, w, bufs, d.grid(dy.size))
-    return out
+    if tiles:                                  # one invocation per window
+        return _run(d, "maxpool_bwd_tiles", dy, out, w, idx=idx, items=dy.size)
+    return _run(d, "maxpool_bwd", dy, out, w, idx=idx)
