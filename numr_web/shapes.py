@@ -106,6 +106,24 @@ def dense_strides(shape):
     return tuple(reversed(st))
 
 
+def matrices_layout(shape, strides):
+    """(L0, L1, LR) in elements of a (..., T, n) view with element `strides`: matrix b (b over the
+    batch dims) starts at (b / hn) L0 + (b % hn) L1, hn the last batch dim, and its rows are LR
+    apart; None where a row's values are not contiguous or the batch dims before the last do not
+    merge into one. How the cuda and webgpu attention kernels read their operands in place (the
+    heads of a fused qkv projection)."""
+    if prod(shape) == 0:                                 # nothing is read or written
+        return 0, 0, 0
+    if shape[-1] > 1 and strides[-1] != 1:
+        return None
+    if len(shape) == 2:
+        return 0, 0, strides[-2]
+    lead = [(n, s) for n, s in zip(shape[:-3], strides[:-3]) if n != 1]
+    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(lead, lead[1:])):
+        return None
+    return (lead[-1][1] if lead else 0), strides[-3], strides[-2]
+
+
 def reshape_target(shape, new):
     """Resolve one -1 in `new`; ShapeError if the sizes differ."""
     new = [as_int(d, "a shape's dimension") for d in new]

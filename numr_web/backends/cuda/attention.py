@@ -21,7 +21,7 @@ products and elementwise kernels).
 """
 from __future__ import annotations
 
-from ...shapes import prod
+from ...shapes import matrices_layout, prod
 from . import codegen as G
 
 ATT_ROWS = 64                              # attention.cu's ATT_ROWS: threads (rows) per block
@@ -128,22 +128,10 @@ def _vec_bits(elems, d, dv, qk, vs):
 
 
 def _layout(a):
-    """(L0, L1, Lr) of attention_tiled.cu's ATT_STRIDES for a (..., T, n) array, in elements:
-    the b-th matrix (b over the batch dims) starts at (b / hn) * L0 + (b % hn) * L1, hn the last
-    batch dim, and its rows are Lr apart. None where a row's values are not contiguous or the
-    batch dims before the last do not merge into one."""
-    if a.size == 0:                                     # nothing is read or written
-        return 0, 0, 0
+    """(L0, L1, Lr) of attention_tiled.cu's ATT_STRIDES for a (..., T, n) array, in elements
+    (shapes.matrices_layout), or None."""
     item = a.dtype.itemsize
-    st = [s // item for s in a.strides]
-    if a.shape[-1] > 1 and st[-1] != 1:
-        return None
-    if a.ndim == 2:
-        return 0, 0, st[-2]
-    lead = [(n, s) for n, s in zip(a.shape[:-3], st[:-3]) if n != 1]
-    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(lead, lead[1:])):
-        return None
-    return (lead[-1][1] if lead else 0), st[-3], st[-2]
+    return matrices_layout(a.shape, [s // item for s in a.strides])
 
 
 def _heads_outer(xp, shape, dtype):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
+from ...shapes import matrices_layout
 from .contract import ATTENTION, ATTN_MAX_D, MAXD, f32_word
 from .views import GPUArray, coalesce, dense_strides
 
@@ -182,20 +183,8 @@ def check_dims(D, DV):
 
 
 def placement(t):
-    """(L0, L1, LR) of a (..., T, d) view, in elements: matrix b (over the batch dims) starts at
-    (b / hn) L0 + (b % hn) L1, hn the last batch dim, its rows LR apart; None where a row's
-    elements are not contiguous or the batch dims before the last do not merge into one."""
-    if t.size == 0:
-        return 0, 0, 0
-    st = t.strides
-    if t.shape[-1] > 1 and st[-1] != 1:
-        return None
-    if t.ndim == 2:
-        return 0, 0, st[-2]
-    lead = [(n, s) for n, s in zip(t.shape[:-3], st[:-3]) if n != 1]
-    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(lead, lead[1:])):
-        return None
-    return (lead[-1][1] if lead else 0), st[-3], st[-2]
+    """(L0, L1, LR) of a (..., T, d) view (shapes.matrices_layout), or None."""
+    return matrices_layout(t.shape, t.strides)
 
 
 def heads_outer(shape):
