@@ -147,6 +147,13 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         """Submit the recorded work now (a readback does it anyway)."""
         self.d.flush()
 
+    def empty_cache(self):
+        """Give the pool's free buffers back to the driver (torch.cuda.empty_cache's counterpart);
+        tensors keep theirs. The recorded work is submitted first: it may still bind a freed
+        buffer, which the adapter then destroys once that work is done."""
+        self.d.flush()
+        self.pool.trim()
+
     # -- dtypes and memory -----------------------------------------------------------------------------
     def check_dtype(self, dtype):
         if dtype is float64:
