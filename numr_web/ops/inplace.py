@@ -25,7 +25,7 @@ from .indexing import _is_advanced, _take, getitem as index_getitem
 from ..vocab.registry import OPS
 from .shape_ops import concat, expand, getitem as basic_getitem
 from .sorting import argsort
-from .torch_functions import div_trunc as _div_trunc
+from .torch_functions import add_alpha, div_rounded, sub_alpha
 
 
 def _write(x, compute, what):
@@ -79,24 +79,6 @@ def _operator(fn):
     def method(self, other):
         return _write(self, lambda old: fn(old, *_own(self, old, (other,))), "in-place operator")
     return method
-
-
-def _add(x, other, *, alpha=1):
-    return x + (other if alpha == 1 else other * alpha)
-
-
-def _sub(x, other, *, alpha=1):
-    return x - (other if alpha == 1 else other * alpha)
-
-
-def _div(x, other, *, rounding_mode=None):
-    if rounding_mode is None:
-        return x / other
-    if rounding_mode == "floor":
-        return x // other
-    if rounding_mode == "trunc":
-        return _div_trunc(x, other)
-    raise DTypeError(f"div_: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 
 def _fill(x, value):
@@ -220,7 +202,7 @@ _UNARY, _BINARY = _UNARY + _ROW_UNARY, _BINARY + _ROW_BINARY
 
 InplaceMethods = method_class(
     "InplaceMethods",
-    add_=_method("add", _add), sub_=_method("sub", _sub), div_=_method("div", _div),
+    add_=_method("add", add_alpha), sub_=_method("sub", sub_alpha), div_=_method("div", div_rounded),
     mul_=_method("mul", lambda x, o: x * o), pow_=_method("pow", lambda x, o: x ** o),
     remainder_=_method("remainder", lambda x, o: x % o),
     floor_divide_=_method("floor_divide", lambda x, o: x // o),

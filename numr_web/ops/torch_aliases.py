@@ -10,7 +10,7 @@ from ..tensor import Tensor
 from .common import method_class, need_tensor
 from .elementwise import clamp
 from .shape_ops import transpose
-from .torch_functions import _add, _div, _sub
+from .torch_functions import add_alpha, div_rounded, sub_alpha
 
 
 def t(x):
@@ -50,12 +50,12 @@ def _operand(name, x, other):
 
 def add(input, other, *, alpha=1):  # noqa: A002
     """input + alpha other (torch.add)."""
-    return _add(_operand("add", input, other), other, alpha=alpha)
+    return add_alpha(_operand("add", input, other), other, alpha=alpha)
 
 
 def sub(input, other, *, alpha=1):  # noqa: A002
     """input - alpha other (torch.sub / torch.subtract)."""
-    return _sub(_operand("sub", input, other), other, alpha=alpha)
+    return sub_alpha(_operand("sub", input, other), other, alpha=alpha)
 
 
 def mul(input, other):  # noqa: A002
@@ -64,7 +64,7 @@ def mul(input, other):  # noqa: A002
 
 def div(input, other, *, rounding_mode=None):  # noqa: A002
     """input / other, optionally rounded ('floor' or 'trunc') (torch.div / torch.divide)."""
-    return _div(_operand("div", input, other), other, rounding_mode=rounding_mode)
+    return div_rounded(_operand("div", input, other), other, rounding_mode=rounding_mode)
 
 
 def true_divide(input, other):  # noqa: A002

@@ -242,15 +242,18 @@ def from_numpy(a):
 
 
 # -- method forms -----------------------------------------------------------------------------------------
-def _add(x, other, *, alpha=1):
+def add_alpha(x, other, *, alpha=1):
+    """x + alpha other (torch.add, Tensor.add_)."""
     return x + (other if alpha == 1 else other * alpha)
 
 
-def _sub(x, other, *, alpha=1):
+def sub_alpha(x, other, *, alpha=1):
+    """x - alpha other (torch.sub, Tensor.sub_)."""
     return x - (other if alpha == 1 else other * alpha)
 
 
-def _div(x, other, *, rounding_mode=None):
+def div_rounded(x, other, *, rounding_mode=None):
+    """x / other, rounded as rounding_mode says (torch.div, Tensor.div_)."""
     if rounding_mode is None:
         return x / other
     if rounding_mode == "floor":
@@ -293,8 +296,8 @@ def addcdiv(x, t1, t2, *, value=1):
 
 TorchFunctionsMethods = method_class(
     "TorchFunctionsMethods",
-    add=_add, sub=_sub, subtract=_sub, mul=lambda x, o: x * o, multiply=lambda x, o: x * o,
-    div=_div, divide=_div, true_divide=lambda x, o: x / o, floor_divide=lambda x, o: x // o,
+    add=add_alpha, sub=sub_alpha, subtract=sub_alpha, mul=lambda x, o: x * o, multiply=lambda x, o: x * o,
+    div=div_rounded, divide=div_rounded, true_divide=lambda x, o: x / o, floor_divide=lambda x, o: x // o,
     remainder=lambda x, o: x % o, negative=lambda x: -x,
     where=lambda x, condition, other: where(condition, x, other), unflatten=_unflatten,
     addcmul=addcmul, addcdiv=addcdiv, take_along_dim=take_along_dim, scatter_add=scatter_add,
