@@ -1,6 +1,7 @@
 """tinygrad-style helper: one function checks an op's forward against an independent float64
 reference (numpy closed forms written in the tests, or torch) and its gradients against central
 finite differences of that same reference — never against the engine itself."""
+import mpmath as mp
 import numpy as np
 
 import numr_web as nr
@@ -170,3 +171,30 @@ def kernels_run(be, fn):
     out = fn()
     after = be.info()["dispatches"]
     return out, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+# -- activations: PyTorch's definitions at high precision (mpmath), written independently of the
+# table the backends generate their code from; derivatives by mpmath.diff ------------------------
+_S2, _C = mp.sqrt(2), mp.sqrt(2 / mp.pi)
+_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
+MP_ACT = {
+    "none": lambda z: z,
+    "relu": lambda z: z if z > 0 else 0 * z,
+    "sigmoid": lambda z: 1 / (1 + mp.exp(-z)),
+    "tanh": mp.tanh,
+    "silu": lambda z: z / (1 + mp.exp(-z)),
+    "gelu": lambda z: z / 2 * mp.erfc(-z / _S2),
+    "gelu_tanh": lambda z: z / (1 + mp.exp(-2 * _C * (z + mp.mpf("0.044715") * z ** 3))),
+    "leaky_relu": lambda z: z if z > 0 else z / 100,
+    "elu": lambda z: z if z > 0 else mp.expm1(z),
+    "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
+    "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
+    "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
+    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
+    "celu": lambda z: z if z > 0 else mp.expm1(z),
+    "softsign": lambda z: z / (1 + abs(z)),
+    "tanhshrink": lambda z: z - mp.tanh(z),
+}
+# the points where an activation's derivative jumps (compared only away from them)
+KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
+         "selu": (0,), "celu": (0,), "softsign": (0,)}

@@ -18,6 +18,7 @@ from numr_web.backends.cuda import codegen as G
 from numr_web.backends.cuda.launch import CASTS
 from numr_web.vocab import activations as A
 from numr_web.vocab.activations import ACT, Act, Code
+from helpers import KINKS, MP_ACT
 from nvrtc import kernel_resources, nvrtc as _nvrtc, ptxas
 
 
@@ -130,28 +131,6 @@ def test_every_kernel_family_compiles_with_nvrtc():
 
 
 # -- the generated formulas, evaluated on the host ---------------------------------------------------------
-_S2, _C = mp.sqrt(2), mp.sqrt(2 / mp.pi)
-MP_ACT = {    # PyTorch's definitions, written independently of the table
-    "none": lambda z: z,
-    "relu": lambda z: z if z > 0 else 0 * z,
-    "sigmoid": lambda z: 1 / (1 + mp.exp(-z)),
-    "tanh": mp.tanh,
-    "silu": lambda z: z / (1 + mp.exp(-z)),
-    "gelu": lambda z: z / 2 * mp.erfc(-z / _S2),
-    "gelu_tanh": lambda z: z / (1 + mp.exp(-2 * _C * (z + mp.mpf("0.044715") * z ** 3))),
-    "leaky_relu": lambda z: z if z > 0 else z / 100,
-    "elu": lambda z: z if z > 0 else mp.expm1(z),
-    "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
-    "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
-    "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
-    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
-    "celu": lambda z: z if z > 0 else mp.expm1(z),
-    "softsign": lambda z: z / (1 + abs(z)),
-    "tanhshrink": lambda z: z - mp.tanh(z),
-}
-_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
-KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
-         "selu": (0,), "celu": (0,), "softsign": (0,)}
 Z = np.concatenate([np.linspace(-12, 12, 97), [-1e4, -100, -88.5, -30, 30, 88.5, 100, 1e4,
                                                 0.0, 1e-7, -1e-7]])
 

@@ -23,7 +23,7 @@ import numr_web as nr
 from numr_web import dtypes
 from numr_web.errors import BackendLimitError, BackendUnavailableError, DTypeError, KernelError
 
-from helpers import kernels_run
+from helpers import KINKS, MP_ACT, kernels_run
 
 import numr_web.backends.webgpu.backend as wb
 from numr_web.backends.webgpu import launch_gemm
@@ -363,29 +363,6 @@ def test_bool_results_are_0_or_1(be):
 
 
 # -- activations: the generated WGSL of every ACT row -------------------------------------------------
-_S2, _C = mp.sqrt(2), mp.sqrt(2 / mp.pi)
-# closed forms at high precision (mpmath), PyTorch's definitions; derivatives by mpmath.diff
-MP_ACT = {
-    "none": lambda z: z,
-    "relu": lambda z: z if z > 0 else 0 * z,
-    "sigmoid": lambda z: 1 / (1 + mp.exp(-z)),
-    "tanh": mp.tanh,
-    "silu": lambda z: z / (1 + mp.exp(-z)),
-    "gelu": lambda z: z / 2 * mp.erfc(-z / _S2),
-    "gelu_tanh": lambda z: z / (1 + mp.exp(-2 * _C * (z + mp.mpf("0.044715") * z ** 3))),
-    "leaky_relu": lambda z: z if z > 0 else z / 100,
-    "elu": lambda z: z if z > 0 else mp.expm1(z),
-    "softplus": lambda z: z if z > 20 else mp.log1p(mp.exp(z)),
-    "mish": lambda z: z * mp.tanh(mp.log1p(mp.exp(z))),
-    "hardswish": lambda z: z * min(max(z + 3, 0), 6) / 6,
-    "selu": lambda z: _SELU_L * (z if z > 0 else _SELU_A * mp.expm1(z)),
-    "celu": lambda z: z if z > 0 else mp.expm1(z),
-    "softsign": lambda z: z / (1 + abs(z)),
-    "tanhshrink": lambda z: z - mp.tanh(z),
-}
-_SELU_L, _SELU_A = mp.mpf("1.0507009873554804934193349852946"), mp.mpf("1.6732632423543772848170429916717")
-KINKS = {"relu": (0,), "leaky_relu": (0,), "elu": (0,), "hardswish": (-3, 3), "softplus": (20,),
-         "selu": (0,), "celu": (0,), "softsign": (0,)}
 # Results below FLOOR are not compared: kernels build the tails from exp(-|z|), which flushes
 # to zero below float32's normal range (1.2e-38), times polynomial factors of z.
 FLOOR = 1e-30
