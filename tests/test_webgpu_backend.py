@@ -1106,7 +1106,9 @@ def test_pool_gives_each_allocation_of_a_step_its_buffer_of_the_step_before():
     step and their bind groups are reused; the values stay right."""
     if "webgpu" not in nr.available_devices():
         pytest.skip("no webgpu adapter")
-    pool = nr.get_backend("webgpu").pool
+    be = nr.get_backend("webgpu")
+    be.empty_cache()                     # no places left by earlier work in this process
+    pool = be.pool
     v = np.arange(1000) % 7                       # sums exact in float32
     x = nr.tensor(v.astype(np.float32), device="webgpu")
     seen = []
