@@ -120,32 +120,22 @@ class Profile:
         """Run fn(*args) as an event `name` and return its result: a tensor or a tuple of
         tensors (or None), whose memory not shared with the tensors `inputs` counts as the
         event's new bytes (less what its child events allocated)."""
-        parent = self._stack[-1] if self._stack else None
-        e = _Event(name, kind, parent)
-        timer = self._timer(backend)
-        self._stack.append(e)
-        m0 = timer.mark() if timer is not None else None
-        t0 = time.perf_counter_ns()
-        try:
+        with self._event(name, kind, backend) as e:
             out = fn(*args)
-        finally:
-            dt = time.perf_counter_ns() - t0
-            if timer is not None:
-                e.marks, e.timer = (m0, timer.mark()), timer
-            self._stack.remove(e)      # by identity: an awaited scope may interleave
-            e.host_ns = dt
-            if parent is not None:
-                parent.child_host_ns += dt
-            self.events.append(e)
         if backend is not None:
             e.bytes = max(0, _new_bytes(backend, inputs, out) - e.child_bytes)
-            if parent is not None:
-                parent.child_bytes += e.bytes
+            if e.parent is not None:
+                e.parent.child_bytes += e.bytes
         return out
 
-    @contextlib.contextmanager
     def scope(self, name, kind="scope", backend=None):
         """A named block of the profile (nr.record_function, an optimizer step)."""
+        return self._event(name, kind, backend, self)
+
+    @contextlib.contextmanager
+    def _event(self, name, kind, backend, value=None):
+        """The event `name` around the block (which gets the event, or `value`): host time,
+        device marks where the backend's timer gives them, nested under the innermost open one."""
         parent = self._stack[-1] if self._stack else None
         e = _Event(name, kind, parent)
         timer = self._timer(backend)
@@ -153,7 +143,7 @@ class Profile:
         m0 = timer.mark() if timer is not None else None
         t0 = time.perf_counter_ns()
         try:
-            yield self
+            yield e if value is None else value
         finally:
             dt = time.perf_counter_ns() - t0
             if timer is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+from ..base import HostTimer
+
 FUSED_PREFIX = "fused: "
 
 
@@ -49,7 +51,7 @@ class TimestampTimer:
         return [(n, ms) for n, ms in zip(self.names, self.ms) if n.startswith(FUSED_PREFIX)]
 
 
-class WaitTimer:
+class WaitTimer(HostTimer):
     """Wall clock around each op, the GPU waited for at every mark."""
 
     def __init__(self, dispatcher):
@@ -60,17 +62,6 @@ class WaitTimer:
         d._submit()
         d.adapter.read_buffer(d.wait_buffer, 0, 4)
         return time.perf_counter_ns()
-
-    @staticmethod
-    def elapsed_ms(m0, m1):
-        return (m1 - m0) / 1e6
-
-    def finish(self):
-        pass
-
-    @staticmethod
-    def extra_rows():
-        return ()
 
 
 def timer(backend):
