@@ -12,6 +12,7 @@ from numr_web.data.text import char_corpus
 from numr_web.models.gpt import GPT, GPTConfig
 from numr_web.nn import AdamW
 from numr_web.nn.optim.lr_scheduler import CosineWithWarmup
+from numr_web.apps.js_values import js_object, py_value, whole_number
 from numr_web.apps.training import fit_async
 
 # the model and vocabulary of the last run (generation uses the live model, also while it trains);
@@ -26,28 +27,10 @@ DEFAULTS = {"layers": 2, "dim": 64, "heads": 4, "context": 32, "batch": 16, "ste
             "eval_every": 20, "lr": 3e-3, "seed": 0, "device": "webgpu"}
 
 
-def _js(d):
-    try:
-        import js
-        from pyodide.ffi import to_js
-        return to_js(d, dict_converter=js.Object.fromEntries)
-    except ImportError:  # native Python (tests of this file)
-        return d
-
-
-def _py(v):
-    return v.to_py() if hasattr(v, "to_py") else v
-
-
-def _num(v):
-    """JS numbers arrive as float where they are whole: keep ints as ints for the checks."""
-    return int(v) if isinstance(v, float) and v.is_integer() else v
-
-
 def check_config(cfg):
     """-> the settings with defaults filled in; ValueError naming the first bad one."""
     out = dict(DEFAULTS)
-    out.update({k: _num(v) for k, v in cfg.items() if v is not None})
+    out.update({k: whole_number(v) for k, v in cfg.items() if v is not None})
     for name, (lo, hi, whole) in LIMITS.items():
         v = out[name]
         ok = not isinstance(v, bool) and isinstance(v, (int, float))
@@ -99,9 +82,9 @@ def _batches(corpus, batch, context, per_epoch, seed):
 async def gpt_train(cfg, emit=None, should_stop=None):
     """cfg: {layers, dim, heads, context, batch, steps, eval_every, lr, seed, device}. emit(event)
     gets {kind: 'start' | 'step' | 'eval', ...}; should_stop() is asked after every step."""
-    c = check_config(dict(_py(cfg or {})))
+    c = check_config(dict(py_value(cfg or {})))
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
-    send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
+    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
     device = c["device"]
     t_load = time.perf_counter()
     corpus = _state["corpus"]
@@ -153,24 +136,24 @@ async def gpt_train(cfg, emit=None, should_stop=None):
     span = first.get("n", 0) - 1
     rate = span / (res.seconds - first["t"]) if span > 0 and res.seconds > first["t"] else None
     stopped = res.stopped and first.get("n", 0) < steps
-    return _js({"steps": res.steps, "seconds": res.seconds, "stopped": stopped,
-                "val_loss": res.metrics.get("val_loss"), "history": res.history,
-                "steps_per_s": rate, "params": n_params})
+    return js_object({"steps": res.steps, "seconds": res.seconds, "stopped": stopped,
+                      "val_loss": res.metrics.get("val_loss"), "history": res.history,
+                      "steps_per_s": rate, "params": n_params})
 
 
 async def gpt_generate(cfg, emit=None, should_stop=None):
     """cfg: {prompt, max_new (characters), temperature, top_k, seed}. Writes with the model as it is
     now; emit gets {kind: 'token', text} per character. A later call supersedes this one (it ends
     after its current character). -> {prompt, text (the new characters), superseded}"""
-    c = dict(_py(cfg or {}))
+    c = dict(py_value(cfg or {}))
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
     model, vocab = _state["model"], _state["vocab"]
     if model is None:
         raise ValueError("train the model first: there is nothing to generate with yet")
     prompt = str(c.get("prompt", ""))
-    n = _num(c.get("max_new", 120))
+    n = whole_number(c.get("max_new", 120))
     temperature = float(c.get("temperature", 0.8))
-    top_k = _num(c.get("top_k", 20)) or None
+    top_k = whole_number(c.get("top_k", 20)) or None
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 2000:
         raise ValueError(f"max_new must be a whole number from 1 to 2000, got {n!r}")
     if not 0 < temperature <= 10:
@@ -179,8 +162,8 @@ async def gpt_generate(cfg, emit=None, should_stop=None):
     me = _state["gen"]
     ids = list(vocab.encode(prompt)) or list(vocab.encode("\n"))
     start = len(ids)
-    rng = random.Random(_num(c.get("seed", 0)))
-    send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
+    rng = random.Random(whole_number(c.get("seed", 0)))
+    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
     superseded = False
     for _ in range(n):
         if _state["gen"] != me or (should_stop is not None and should_stop()):
@@ -189,4 +172,4 @@ async def gpt_generate(cfg, emit=None, should_stop=None):
         ids = await model.generate_async(ids, 1, temperature=temperature, top_k=top_k, rng=rng)
         send({"kind": "token", "text": vocab.decode(ids[-1:])})
         await asyncio.sleep(0)                 # a turn for a newer prompt or a training step
-    return _js({"prompt": prompt, "text": vocab.decode(ids[start:]), "superseded": superseded})
+    return js_object({"prompt": prompt, "text": vocab.decode(ids[start:]), "superseded": superseded})

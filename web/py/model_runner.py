@@ -15,6 +15,8 @@ import time
 import traceback
 import types
 
+from numr_web.apps.js_values import js_object, py_value
+
 SCRIPT = "main.py"
 # a "loss" followed by its value: "loss 2.3", "Loss: 2.3", "loss=2.3", "train_loss 2.3"
 _LOSS = re.compile(r"(?i)loss\b\s*[:=]?\s*(?P<v>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)\b")
@@ -24,19 +26,6 @@ _STEP = re.compile(r"(?i)\b(?:step|iter|iteration|it|batch)\b\s*[:#=]?\s*(?P<n>\
 # a loss of held-out data: these words between the previous loss (or the line's start) and this one
 # ("val loss", "test_loss", "Test set: Average loss")
 _HELD_OUT = re.compile(r"(?i)(?<![a-z])(?:val|valid|validation|test|eval|evaluation|dev)(?![a-z])")
-
-
-def _js(d):
-    try:
-        import js
-        from pyodide.ffi import to_js
-        return to_js(d, dict_converter=js.Object.fromEntries)
-    except ImportError:  # native Python (tests of this file)
-        return d
-
-
-def _py(v):
-    return v.to_py() if hasattr(v, "to_py") else v
 
 
 def parse_loss_line(line):
@@ -194,15 +183,15 @@ def _safe_name(name):
 async def model_put_file(cfg, emit=None, should_stop=None):
     """cfg: {name, data (bytes; a Uint8Array from the page), workdir}: a file for the code to open
     (data, weights), kept in the working folder for later runs. -> {name, path, size}"""
-    c = dict(_py(cfg or {}))
+    c = dict(py_value(cfg or {}))
     name = _safe_name(c.get("name"))
-    data = bytes(_py(c.get("data")) or b"")
+    data = bytes(py_value(c.get("data")) or b"")
     workdir = _workdir(c)
     path = os.path.join(workdir, name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
-    return _js({"name": name, "path": path, "size": len(data)})
+    return js_object({"name": name, "path": path, "size": len(data)})
 
 
 async def model_run(cfg, emit=None, should_stop=None):
@@ -212,12 +201,12 @@ async def model_run(cfg, emit=None, should_stop=None):
     stream, text} per printed line, {kind: 'point', series: 'train' | 'val', step, loss, metrics}
     per loss, {kind: 'metrics', ...}. -> {ok, stopped, seconds, points, error: {type, module, numr,
     message, traceback} | None}"""
-    c = dict(_py(cfg or {}))
+    c = dict(py_value(cfg or {}))
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
-    send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
+    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
     code = str(c.get("code") or "")
     workdir = _workdir(c)
-    files = _py(c.get("files")) or {}
+    files = py_value(c.get("files")) or {}
     import numr_web
     numr_web.install_as_torch()
     import torch
@@ -268,5 +257,5 @@ async def model_run(cfg, emit=None, should_stop=None):
         _forget_modules(workdir)
     if error is not None:
         send({"kind": "output", "stream": "stderr", "text": error["traceback"]})
-    return _js({"ok": error is None and not run.stopped, "stopped": run.stopped,
-                "seconds": time.perf_counter() - t0, "points": run.points, "error": error})
+    return js_object({"ok": error is None and not run.stopped, "stopped": run.stopped,
+                      "seconds": time.perf_counter() - t0, "points": run.points, "error": error})

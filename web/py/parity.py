@@ -4,12 +4,7 @@ import json
 import time
 
 import numr_web as nr
-
-
-def _js(d):
-    import js
-    from pyodide.ffi import to_js
-    return to_js(d, dict_converter=js.Object.fromEntries)
+from numr_web.apps.js_values import js_object
 
 
 async def parity_run(arg, emit=None, should_stop=None, device="webgpu"):
@@ -51,9 +46,9 @@ async def parity_run(arg, emit=None, should_stop=None, device="webgpu"):
         row["ms"] = (time.perf_counter() - t0) * 1e3
         rows.append(row)
         if emit is not None:
-            emit(_js(row))
+            emit(js_object(row))
     ok = all(r["status"] == "PASS" for r in rows)
-    return _js({"status": "PASS" if ok and rows else "FAIL", "n": len(rows),
-                "failed": [r["name"] for r in rows if r["status"] != "PASS"],
-                "max_worst": max([r["worst"] for r in rows if r["worst"] is not None] or [0.0]),
-                "meta": golden.get("meta", {})})
+    return js_object({"status": "PASS" if ok and rows else "FAIL", "n": len(rows),
+                      "failed": [r["name"] for r in rows if r["status"] != "PASS"],
+                      "max_worst": max([r["worst"] for r in rows if r["worst"] is not None] or [0.0]),
+                      "meta": golden.get("meta", {})})

@@ -8,6 +8,7 @@ import numr_web as nr
 from numr_web import nn
 from numr_web.apps.demo import prepare_digits
 from numr_web.models.cnn import DigitsCNN
+from numr_web.apps.js_values import js_object, py_value, whole_number
 from numr_web.apps.training import fit_async
 
 MODELS = ("mlp", "cnn")
@@ -16,45 +17,27 @@ CHANNELS = (1, 128)          # the CNN's first convolution's channels (the secon
 _state = {"model": None, "device": "webgpu", "trained": False}
 
 
-def _js(d):
-    try:
-        import js
-        from pyodide.ffi import to_js
-        return to_js(d, dict_converter=js.Object.fromEntries)
-    except ImportError:  # native Python (tests of this file)
-        return d
-
-
-def _py(v):
-    return v.to_py() if hasattr(v, "to_py") else v
-
-
-def _num(v):
-    """JS numbers arrive as float where they are whole: keep ints as ints for the setting checks."""
-    return int(v) if isinstance(v, float) and v.is_integer() else v
-
-
 async def train_run(cfg, emit=None, should_stop=None):
     """cfg: {model: mlp | cnn, hidden, layers, channels, epochs, batch, lr, activation, optimizer,
     device, seed}. emit(event) gets {kind: 'start' | 'step' | 'epoch', ...}; should_stop() is asked
     after every step. The CNN uses `hidden` for its fused Linear + ReLU layer and `channels` for its
     convolutions (channels, 2 x channels); `layers` and `activation` are the MLP's only."""
-    cfg = dict(_py(cfg))
-    send = (lambda d: emit(_js(d))) if emit else (lambda d: None)
+    cfg = dict(py_value(cfg))
+    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
     device = cfg.get("device", "webgpu")
     arch = cfg.get("model", "mlp")
     if arch not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {arch!r}")
-    channels = _num(cfg.get("channels", 16))
+    channels = whole_number(cfg.get("channels", 16))
     if arch == "cnn" and (isinstance(channels, bool) or not isinstance(channels, int)
                           or not CHANNELS[0] <= channels <= CHANNELS[1]):
         raise ValueError(f"channels must be a whole number from {CHANNELS[0]} to {CHANNELS[1]}, "
                          f"got {channels!r}")
-    seed = _num(cfg.get("seed", 0))
+    seed = whole_number(cfg.get("seed", 0))
     kwargs, info = prepare_digits(
-        device=device, hidden=_num(cfg.get("hidden", 64)),
-        layers=_num(cfg.get("layers", 1)) if arch == "mlp" else 1,
-        epochs=_num(cfg.get("epochs", 8)), batch_size=_num(cfg.get("batch", 64)),
+        device=device, hidden=whole_number(cfg.get("hidden", 64)),
+        layers=whole_number(cfg.get("layers", 1)) if arch == "mlp" else 1,
+        epochs=whole_number(cfg.get("epochs", 8)), batch_size=whole_number(cfg.get("batch", 64)),
         lr=cfg.get("lr", 0.01), activation=cfg.get("activation", "relu") if arch == "mlp" else "relu",
         optimizer=cfg.get("optimizer", "adam"), seed=seed)
     if arch == "cnn":        # same data, batches, loss and evaluation; the model and its optimizer swapped
@@ -83,9 +66,9 @@ async def train_run(cfg, emit=None, should_stop=None):
 
     res = await fit_async(**kwargs, on_step=on_step, on_epoch=on_epoch,
                           should_stop=should_stop or None, read_loss_every=1)
-    return _js({"test_acc": res.metrics.get("accuracy", 0.0), "steps": res.steps,
-                "epochs": res.epochs, "seconds": res.seconds, "stopped": res.stopped,
-                "history": res.history})
+    return js_object({"test_acc": res.metrics.get("accuracy", 0.0), "steps": res.steps,
+                      "epochs": res.epochs, "seconds": res.seconds, "stopped": res.stopped,
+                      "history": res.history})
 
 
 async def classify(pixels, emit=None, should_stop=None):
@@ -96,10 +79,10 @@ async def classify(pixels, emit=None, should_stop=None):
         raise ValueError("train the model first: there is nothing to classify with yet")
     if not _state["trained"]:
         raise ValueError("model not trained yet: its first training step is still being prepared")
-    pixels = list(_py(pixels))
+    pixels = list(py_value(pixels))
     if len(pixels) != 64:
         raise ValueError(f"expected 64 pixel values, got {len(pixels)}")
     x = nr.tensor([[float(v) / 16.0 for v in pixels]], device=_state["device"])
     with nr.no_grad():                       # no await inside: another task may be training
         probs = nr.softmax(model(x), axis=-1)
-    return _js((await probs.read())[0])
+    return js_object((await probs.read())[0])
