@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test on a fresh Debian machine, in about 55 minutes on 2 cores shared with other jobs:
+# Runs every test on a fresh Debian machine, in about 60 minutes on 2 cores shared with other jobs:
 #   1. installs what is missing from Debian: Chromium and Mesa's Vulkan driver (apt-get)
 #   2. uses the active virtual environment ($VIRTUAL_ENV), else creates .venv in this checkout
 #      (--system-site-packages: packages already installed are reused, nothing outside .venv changes)
 #      and installs numr-web editable with its [dev] extras there
 #   3. builds the web app (scripts/build-web.sh: npm ci, wheels, golden values, vite)
 #   4. runs the unit/parity suite (cpu + webgpu over lavapipe) and the browser e2e suite
-# Extra arguments go to pytest (e.g. -x, -k NAME). NUMR_TEST_PYTHON=/path/to/python picks the
+# Extra arguments go to pytest (e.g. -x, -k NAME); the 25 slowest tests are listed at the end. NUMR_TEST_PYTHON=/path/to/python picks the
 # interpreter to install into and test with, as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS=0
-echo "== numr_web: every test (about 55 minutes on 2 cores shared with other jobs)"
+echo "== numr_web: every test (about 60 minutes on 2 cores shared with other jobs)"
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
@@ -50,6 +50,6 @@ targets=(tests)
 [ -d e2e ] && ls e2e/test_*.py >/dev/null 2>&1 && targets+=(e2e)
 status=0
 PYTHONPATH=$PWD/scripts${PYTHONPATH:+:$PYTHONPATH} "$PY" -m pytest -q -rs -p no:cacheprovider \
-  -p pytest_quiet_skips "${targets[@]}" "$@" || status=$?
+  -p pytest_quiet_skips --durations=25 "${targets[@]}" "$@" || status=$?
 echo "== done in $((SECONDS / 60)) min $((SECONDS % 60)) s (exit status $status)"
 exit $status
