@@ -6,8 +6,8 @@
 #      and installs numr-web editable with its [dev] extras there
 #   3. builds the web app (scripts/build-web.sh: npm ci, wheels, golden values, vite)
 #   4. runs the unit/parity suite (cpu + webgpu over lavapipe) and the browser e2e suite
-# Extra arguments go to pytest (e.g. -x, -k NAME); the 25 slowest tests are listed at the end. NUMR_TEST_PYTHON=/path/to/python picks the
-# interpreter to install into and test with, as it is.
+# Extra arguments go to pytest (e.g. -x, -k NAME); the 25 slowest tests are listed at the end.
+# NUMR_TEST_PYTHON=/path/to/python picks the interpreter to install into and test with, as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS=0
