@@ -21,3 +21,10 @@ def py_value(v):
 def whole_number(v):
     """JavaScript numbers arrive as float where they are whole: ints stay ints for the checks."""
     return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def sender(emit):
+    """send(event dict) for a page's `emit` callback (None: events go nowhere), as JS objects."""
+    if not emit:
+        return lambda d: None
+    return lambda d: emit(js_object(d))

@@ -12,7 +12,7 @@ from numr_web.data.text import char_corpus
 from numr_web.models.gpt import GPT, GPTConfig
 from numr_web.nn import AdamW
 from numr_web.nn.optim.lr_scheduler import CosineWithWarmup
-from numr_web.apps.js_values import js_object, py_value, whole_number
+from numr_web.apps.js_values import js_object, py_value, sender, whole_number
 from numr_web.apps.training import fit_async
 
 # the model and vocabulary of the last run (generation uses the live model, also while it trains);
@@ -84,7 +84,7 @@ async def gpt_train(cfg, emit=None, should_stop=None):
     gets {kind: 'start' | 'step' | 'eval', ...}; should_stop() is asked after every step."""
     c = check_config(dict(py_value(cfg or {})))
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
-    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
+    send = sender(emit)
     device = c["device"]
     t_load = time.perf_counter()
     corpus = _state["corpus"]
@@ -163,7 +163,7 @@ async def gpt_generate(cfg, emit=None, should_stop=None):
     ids = list(vocab.encode(prompt)) or list(vocab.encode("\n"))
     start = len(ids)
     rng = random.Random(whole_number(c.get("seed", 0)))
-    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
+    send = sender(emit)
     superseded = False
     for _ in range(n):
         if _state["gen"] != me or (should_stop is not None and should_stop()):

@@ -15,7 +15,7 @@ import time
 import traceback
 import types
 
-from numr_web.apps.js_values import js_object, py_value
+from numr_web.apps.js_values import js_object, py_value, sender
 
 SCRIPT = "main.py"
 # a "loss" followed by its value: "loss 2.3", "Loss: 2.3", "loss=2.3", "train_loss 2.3"
@@ -203,7 +203,7 @@ async def model_run(cfg, emit=None, should_stop=None):
     message, traceback} | None}"""
     c = dict(py_value(cfg or {}))
     should_stop = should_stop or None          # JS null arrives as a (falsy) JsNull
-    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
+    send = sender(emit)
     code = str(c.get("code") or "")
     workdir = _workdir(c)
     files = py_value(c.get("files")) or {}

@@ -8,7 +8,7 @@ import numr_web as nr
 from numr_web import nn
 from numr_web.apps.demo import prepare_digits
 from numr_web.models.cnn import DigitsCNN
-from numr_web.apps.js_values import js_object, py_value, whole_number
+from numr_web.apps.js_values import js_object, py_value, sender, whole_number
 from numr_web.apps.training import fit_async
 
 MODELS = ("mlp", "cnn")
@@ -23,7 +23,7 @@ async def train_run(cfg, emit=None, should_stop=None):
     after every step. The CNN uses `hidden` for its fused Linear + ReLU layer and `channels` for its
     convolutions (channels, 2 x channels); `layers` and `activation` are the MLP's only."""
     cfg = dict(py_value(cfg))
-    send = (lambda d: emit(js_object(d))) if emit else (lambda d: None)
+    send = sender(emit)
     device = cfg.get("device", "webgpu")
     arch = cfg.get("model", "mlp")
     if arch not in MODELS:
