@@ -2,7 +2,7 @@
 forward + backward, for a char-GPT's shape and T = 256, 1024, 2048 at head dim 64 (float32).
 
     python bench/attention.py [--devices cuda,webgpu] [--reps 20] [--shapes gpt,1024] [--check]
-                              [--dtype float32,float16]
+                              [--dtype float32,float16] [--kernels]
                               [--tiles "auto;16x8x8;fwd=16x8x8,dq=16x8x8,dkv=16x8x4"] [--json out.json]
     python bench/attention.py --sweep [--dtype float32,float16] [--shapes 1024]
 
@@ -11,7 +11,8 @@ so asynchronous work is inside the timing on every device). torch: F.scaled_dot_
 on CUDA (its default kernel choice), float32, TF32 off. --tiles times the webgpu kernels at each
 NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table: a
 value naming one kernel (`dq=16x8x4`) leaves the others on the table's choice, so the difference
-to `auto` is that kernel's. --sweep times the cuda backend's attention kernels alone (CUDA events
+to `auto` is that kernel's; with --kernels each webgpu row also has its kernels' device times in
+one forward + backward (a timestamp around every dispatch). --sweep times the cuda backend's attention kernels alone (CUDA events
 around each launch: forward, dq, dk/dv) for each tile shape of SWEEP_TILES (float32: warps a
 block, rows a thread, tile columns) or SWEEP_TC_TILES (float16 on tensor cores: warps a block,
 tile columns), to choose backends/cuda/attention.py's TILES / TC_TILES after a measurement.
@@ -34,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 import numr_web as nr  # noqa: E402
-from timing import median_ms  # noqa: E402
+from timing import median_ms, webgpu_dispatch_ms  # noqa: E402
 
 SHAPES = {"gpt": (32, 4, 64, 32), "nanogpt": (64, 6, 256, 64), "256": (8, 16, 256, 64),
           "1024": (8, 16, 1024, 64), "2048": (8, 16, 2048, 64)}
@@ -96,12 +97,17 @@ def check(device, shape):
                for x, w in zip(got, want))
 
 
-def bench_numr(device, shape, reps, tile=None, checked=False, dtype="float32"):
+def bench_numr(device, shape, reps, tile=None, checked=False, dtype="float32", kernels=False):
     if tile is not None:
         nr.get_backend(device).attn_tile = tile
     fwd, fwd_bwd = _calls(nr, lambda a, rg: nr.tensor(a, device=device, requires_grad=rg), shape,
                           nr.scaled_dot_product_attention, nr.autograd.grad, nr.no_grad, dtype)
     res = {"fwd_ms": median_ms(fwd, reps, warmups=2), "fwd_bwd_ms": median_ms(fwd_bwd, reps, warmups=2)}
+    if kernels and device == "webgpu":         # device ms of each kernel of one fwd + bwd
+        res["kernel_ms"] = {}
+        for name, ms in webgpu_dispatch_ms(fwd_bwd):
+            k = name.split(".")[-1]
+            res["kernel_ms"][k] = round(res["kernel_ms"].get(k, 0.0) + ms, 4)
     if checked and dtype == "float32":
         res["max_err"] = check(device, shape)
     return res
@@ -205,6 +211,8 @@ def main():
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
     p.add_argument("--tiles", default=None, help="webgpu: NUMR_WEBGPU_ATTN_TILE values, ;-separated")
     p.add_argument("--check", action="store_true", help="numr's errors against torch float64")
+    p.add_argument("--kernels", action="store_true",
+                   help="webgpu: each kernel's device time in one fwd + bwd (timestamp-query)")
     p.add_argument("--dtype", default="float32", help="float32, float16 or both: float32,float16")
     p.add_argument("--sweep", action="store_true", help="time the cuda tile shapes (numr only)")
     p.add_argument("--json", default=None)
@@ -226,7 +234,7 @@ def main():
             for tile in tiles:
                 who = "numr_" + dev + (f"[{tile}]" if tile else "")
                 try:
-                    row[who] = bench_numr(dev, shape, a.reps, tile, a.check, dtype)
+                    row[who] = bench_numr(dev, shape, a.reps, tile, a.check, dtype, a.kernels)
                 except nr.NumrError as e:   # a tile that does not fit this device
                     row[who] = {"error": f"{type(e).__name__}: {e}"}
         try:

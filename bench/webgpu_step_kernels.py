@@ -24,6 +24,7 @@ sys.path.insert(0, HERE)
 
 import numr_web as nr  # noqa: E402
 import models as M  # noqa: E402
+from timing import webgpu_dispatch_ms  # noqa: E402
 
 
 def kernel_times(name, rounds=2, by_grid=False):
@@ -40,21 +41,16 @@ def kernel_times(name, rounds=2, by_grid=False):
                 grids.append(tuple(groups))
             return launch(pipe, kfile, entry, words, bufs, groups, profile_name)
         d.launch_pipeline = launch_pipeline
-    total, count = collections.Counter(), collections.Counter()
-    for r in range(rounds):                 # the last round counts (the first warms the timer)
-        d.flush()
-        d.timing = []
+    def step():
         grids.clear()
         train_step(x, y).item()
-        d.flush()
-        names, d.timing = d.timing, None
-        ms = d.adapter.read_timings()
-        if by_grid:
-            names = [f"{n} {g}" for n, g in zip(names, grids)]
-        if r == rounds - 1:
-            for n, t in zip(names, ms):
-                total[n] += t
-                count[n] += 1
+    times = webgpu_dispatch_ms(step, rounds)
+    if by_grid:
+        times = [(f"{n} {g}", t) for (n, t), g in zip(times, grids)]
+    total, count = collections.Counter(), collections.Counter()
+    for n, t in times:
+        total[n] += t
+        count[n] += 1
     return total, count
 
 

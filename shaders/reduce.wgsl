@@ -152,6 +152,44 @@ fn reduce_thread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
 }
 
+// Pass 1 of a column sum (a bias gradient: the rows of a row-major matrix summed; float32, the
+// launcher's `columns_v4`), four columns an invocation read as one vec4 a row: invocation t sums
+// rows [c W_CHUNK, ..) (at most BLOCK) of columns 4 (t % (W_N / 4)) .. + 3, chunk c = t / (W_N /
+// 4), adding in reduce_thread's order (short_sum). A scalar invocation's loads of 4 bytes each kept
+// too few bytes in flight (1 TB/s of the H100's 3.35).
+@compute @workgroup_size(WG)
+fn colsum_v4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let n4 = mu(W_N) / 4u;
+    let R = mu(W_R);
+    let RC = mu(W_CHUNK);
+    let rs = mu(W_RED_STRIDES_IN) / 4u;        // the row stride in vec4s
+    for (var t = linear_id(wid, nwg, lid); t < n4 * mu(W_CHUNKS); t = t + grid_stride(nwg)) {
+        let o4 = t % n4;
+        let c = t / n4;
+        let j1 = min(R, c * RC + RC);
+        let base = mu(W_OFFSET_IN) / 4u + o4;
+        var s0 = vec4<C>(a4[base + c * RC * rs]);
+        var s1 = vec4<C>(0);
+        var s2 = vec4<C>(0);
+        var s3 = vec4<C>(0);
+        var j = c * RC + 1u;
+        for (; j + 3u < j1; j = j + 4u) {
+            s0 = s0 + vec4<C>(a4[base + j * rs]);
+            s1 = s1 + vec4<C>(a4[base + (j + 1u) * rs]);
+            s2 = s2 + vec4<C>(a4[base + (j + 2u) * rs]);
+            s3 = s3 + vec4<C>(a4[base + (j + 3u) * rs]);
+        }
+        for (; j < j1; j = j + 1u) { s0 = s0 + vec4<C>(a4[base + j * rs]); }
+        let x = (s0 + s1) + (s2 + s3);
+        let ob = mu(W_OFFSET_OUT) + c * mu(W_N) + 4u * o4;
+        out[ob] = store_c(x.x);
+        out[ob + 1u] = store_c(x.y);
+        out[ob + 2u] = store_c(x.z);
+        out[ob + 3u] = store_c(x.w);
+    }
+}
+
 var<workgroup> sh: array<C, WG>;
 
 @compute @workgroup_size(WG)

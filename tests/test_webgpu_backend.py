@@ -485,6 +485,15 @@ def test_reduce_schedules(be, op):
     # the two passes; the second a workgroup per output on GPUs, an invocation on CPU adapters
     assert ran == ({"reduce.reduce_thread": 2} if be.cpu_adapter else
                    {"reduce.reduce_thread": 1, "reduce.reduce_wg": 1}), ran
+    # float32 sums of vec4-aligned columns: pass 1 reads four columns as one vec4; an offset view
+    # (column 1 on) cannot, and takes the scalar pass
+    wide = rand(5000, 12, seed=28)
+    got, ran = kernels_run(be, lambda: getattr(T(wide), op)(axis=0).numpy())
+    check_reduce(op, got, wide, 0)
+    assert ran.get("reduce.colsum_v4", 0) == (op in ("sum", "mean")), ran
+    got, ran = kernels_run(be, lambda: getattr(T(wide)[:, 1:9], op)(axis=0).numpy())
+    check_reduce(op, got, wide[:, 1:9], 0)
+    assert "reduce.colsum_v4" not in ran
     check_reduce(op, getattr(T(long_rows), op)().numpy(), long_rows, None)
     check_reduce(op, getattr(T(tall).reshape(50, 100, 3), op)(axis=(0, 1), keepdims=True).numpy(),
                  tall.reshape(50, 100, 3), (0, 1), True)

@@ -141,9 +141,10 @@ REDUCE = KernelFile(
         ("out", "read_write", "array<S>", "the output"),
         ("a", "read", "array<S>", "the input"),
         ("outi", "read_write", "array<i32>", "argmax: the indices"),
+        ("a4", "read", "array<vec4<S>>", "colsum_v4: the input, 4 elements at a time"),
     ],
     entries={
-        "reduce_thread": ("out", "a"), "reduce_wg": ("out", "a"),
+        "reduce_thread": ("out", "a"), "reduce_wg": ("out", "a"), "colsum_v4": ("out", "a4"),
         "argmax_thread": ("outi", "a"), "argmax_wg": ("outi", "a"),
         "softmax_thread": ("out", "a"), "softmax_wg": ("out", "a"),
     },

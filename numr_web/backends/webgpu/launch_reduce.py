@@ -24,6 +24,7 @@ the first pass of "tree"; the composition is the backend's (backend.py).
 """
 from __future__ import annotations
 
+from ...dtypes import float32
 from ...errors import BackendLimitError
 from .contract import MAXD, REDUCE, WG
 from .views import coalesce, dense_strides, prod
@@ -36,6 +37,7 @@ MIN_CHUNK = 16                      # ... of at least this many elements each
 CPU_MIN_CHUNK = 64                  # (on CPU adapters)
 WG_PASS2_OUTPUTS = 1 << 15          # pass 2 runs one workgroup per output below this many outputs
 WG_MIN_R = 32                       # ... as does any reduction of this many elements or more
+SHORT_SUM = 64                      # reduce.wgsl's BLOCK: chunks up to it are summed by short_sum
 
 
 def words(h, kept, red, kept_out=None, red_out=None):
@@ -142,6 +144,15 @@ def run(d, schedule, kind, op, h, w, out, n_out, chunks=1, rc=None, cpu=False):
     return out
 
 
+def columns_v4(dtype, op, w, n_out, rc):
+    """Whether pass 1 can read four columns as one vec4 (colsum_v4): a float32 sum over one
+    reduced dim of a dense kept dim, offsets and row stride multiples of 4, chunks of at most
+    BLOCK elements (the order of reduce_thread's additions)."""
+    return (dtype == float32 and op in ("sum", "mean") and w[L.NK] == 1 and w[L.NR] == 1
+            and w[L.KEPT_STRIDES_IN] == 1 and n_out % 4 == 0 and rc <= SHORT_SUM
+            and w[L.RED_STRIDES_IN] % 4 == 0 and w[L.OFFSET_IN] % 4 == 0)
+
+
 def partials(d, op, h, w, n_out, chunks, rc, bound=None):
     """Pass 1 of the chunked schedules: a new (chunks, n_out) array of partial results (sums for
     a mean). w: the metadata from `words`."""
@@ -151,6 +162,11 @@ def partials(d, op, h, w, n_out, chunks, rc, bound=None):
     pbuf, prel = d.bind(part, 0, part.size)
     w1 = list(w)
     w1[L.N], w1[L.CHUNK], w1[L.CHUNKS], w1[L.COUNT], w1[L.OFFSET_OUT] = n_out, rc, chunks, w[L.R], prel
-    d.launch(_FILE, "reduce_thread", h.dtype, op_consts("reduce", "sum" if op == "mean" else op),
-             w1, {"a": bound, "out": pbuf}, d.grid(n_out * chunks))
+    consts = op_consts("reduce", "sum" if op == "mean" else op)
+    if columns_v4(h.dtype, op, w1, n_out, rc):
+        d.launch(_FILE, "colsum_v4", h.dtype, consts, w1, {"a4": bound, "out": pbuf},
+                 d.grid(n_out // 4 * chunks))
+    else:
+        d.launch(_FILE, "reduce_thread", h.dtype, consts, w1, {"a": bound, "out": pbuf},
+                 d.grid(n_out * chunks))
     return part
