@@ -12,11 +12,11 @@ on CUDA (its default kernel choice), float32, TF32 off. --tiles times the webgpu
 NUMR_WEBGPU_ATTN_TILE value given (`;`-separated; launch_attention.py), to tune its tile table: a
 value naming one kernel (`dq=16x8x4`) leaves the others on the table's choice, so the difference
 to `auto` is that kernel's; with --kernels each webgpu row also has its kernels' device times in
-one forward + backward (a timestamp around every dispatch). --sweep times the cuda backend's attention kernels alone (CUDA events
-around each launch: forward, dq, dk/dv) for each tile shape of SWEEP_TILES (float32: warps a
-block, rows a thread, tile columns) or SWEEP_TC_TILES (float16 on tensor cores: warps a block,
-tile columns), to choose backends/cuda/attention.py's TILES / TC_TILES after a measurement.
-TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
+one forward + backward (a timestamp around every dispatch). --sweep times the cuda backend's
+attention kernels alone (CUDA events around each launch: forward, dq, dk/dv) for each tile shape
+of SWEEP_TILES (float32: warps a block, rows a thread, tile columns) or SWEEP_TC_TILES (float16 on
+tensor cores: warps a block, tile columns), to choose backends/cuda/attention.py's TILES /
+TC_TILES after a measurement. TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
 backward 5 (dq's kernel recomputes s and dp: 7 run). --check also compares numr's output and
 gradients of the first batch element with torch float64 on the cpu: max |err| / (|want| + 1).
 """

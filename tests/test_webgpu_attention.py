@@ -76,7 +76,7 @@ def test_the_h200_takes_the_first_tiles_at_head_dim_64():
         assert (c["NRG"], c["NL"], c["SK"]) == la.TILES[kind][0]
 
 
-# tile shapes run on this device: the H200's (16x8x8 forward and dq, 16x8x4 dk / dv), the
+# tile shapes run on this device: the H100's and H200's (16x8x4; 16x8x8 before), the
 # smallest (one column a lane), 16 columns a lane (every unrolled column), 2 and 16 lanes a row
 # group (256 invocations), and a mix
 TILES = ["16x8x8", "16x8x4", "4x8x1", "8x2x16", "fwd=16x16x4,dq=16x16x4,dkv=16x16x2",

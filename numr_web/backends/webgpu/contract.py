@@ -409,6 +409,7 @@ ATTENTION = KernelFile(
         ("P0", "u32", "544u", "the first vec4 of P"),
         ("R0", "u32", "704u", "the row-max exchange (attn_fwd), the columns' (lse, delta) (attn_bwd_dkv)"),
         ("TILE", "u32", "736u", "vec4s of workgroup memory"),
+        ("PREP_LANES", "u32", "16u", "attn_bwd_prep: invocations a query row (a divisor of WG)"),
     ],
 )
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
 from ...shapes import matrices_layout
-from .contract import ATTENTION, ATTN_MAX_D, MAXD, f32_word
+from .contract import ATTENTION, ATTN_MAX_D, MAXD, WG, f32_word
 from .views import GPUArray, coalesce, dense_strides
 
 K = ATTENTION
@@ -41,22 +41,23 @@ KINDS = ("fwd", "dq", "dkv")
 MAX_SK = 16                      # columns per invocation the shader unrolls (`Blk`)
 MAX_GROUPS = 4                   # output groups of 4 dims per invocation (4 NL x 4 dims)
 VEC4_BYTES = 16
+PREP_LANES = 16                  # attn_bwd_prep's invocations a query row (a divisor of WG)
 # (NRG, NL, SK) per kernel, in order of preference (see the module docstring; figures in
-# docs/benchmarks.md). The first rows need more than 32 KiB of workgroup memory at head dim 64.
+# docs/benchmarks.md: 16x8x4 ahead of 16x8x8 for the forward and dq on the H100, at 256 and 1024
+# keys). 16x8x8 and dkv's 8x8x8 need more than 32 KiB of workgroup memory at head dim 64.
 TILES = {
-    "fwd": ((16, 8, 8), (16, 8, 4), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
+    "fwd": ((16, 8, 4), (16, 8, 8), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
             (4, 8, 1)),
-    "dq": ((16, 8, 8), (16, 8, 4), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
+    "dq": ((16, 8, 4), (16, 8, 8), (16, 4, 8), (8, 8, 4), (8, 4, 8), (8, 8, 2), (4, 8, 2),
            (4, 8, 1)),
     "dkv": ((16, 8, 4), (8, 8, 8), (16, 4, 4), (8, 8, 4), (8, 4, 4), (8, 8, 2), (4, 8, 2),
             (4, 8, 1)),
 }
 
-# first choices from LONG columns (keys; queries for dkv): on the H200, 8x16x1024x64 causal forward
-# 2.11 -> 1.77 ms with 16x8x4, backward with dkv 16x4x4 0.6 ms less; at 256 keys both lose
-# (docs/benchmarks.md, "webgpu: tiled attention")
+# first choices from LONG columns (queries for dkv): on the H200 and the H100, 8x16x1024x64 causal
+# with dkv 16x4x4 0.5-0.6 ms less than 16x8x4; at 256 queries it loses (docs/benchmarks.md)
 LONG = 1024
-LONG_TILES = {"fwd": (16, 8, 4), "dkv": (16, 4, 4)}
+LONG_TILES = {"dkv": (16, 4, 4)}
 
 
 def parse_tiles(spec):
@@ -317,7 +318,9 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     pb = {"dout": bufs["dout"], "out_in": _result(d, w, "OUT", out)}
     pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
-    d.launch(_FILE, "attn_bwd_prep", q.dtype, {}, w, pb, d.grid(B * TQ))
+    vec = vec and D % 4 == 0 and DV % 4 == 0
+    d.launch(_FILE, "attn_bwd_prep", q.dtype, {"VEC": int(vec), "PREP_LANES": PREP_LANES}, w, pb,
+             d.grid_wg(-(-B * TQ * PREP_LANES // WG)))
     bufs["ld"] = pb["ld"]
 
     dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape)
