@@ -118,6 +118,26 @@ def test_reshape_is_a_view_exactly_when_numpy_makes_one():
                 assert got is not None and np.array_equal(gather(got), want)
 
 
+def test_joined_views_are_the_concatenation_exactly_where_the_pieces_lie_side_by_side():
+    """views.joined: the pieces of a split along any axis join back into a view addressing what
+    numpy's concatenate of their indices holds; pieces out of order, with a gap, of another
+    buffer or with other strides do not join."""
+    h, a = base((2, 3, 12))
+    for axis, cuts in ((2, (0, 4, 8, 12)), (1, (0, 1, 3)), (0, (0, 1, 2))):
+        idx = lambda lo, hi: [(lo, hi, 1) if d == axis else (0, n, 1) for d, n in enumerate(a.shape)]
+        pieces = [views.sliced(h, idx(lo, hi)) for lo, hi in zip(cuts, cuts[1:])]
+        j = views.joined(pieces, axis)
+        want = np.concatenate([gather(p) for p in pieces], axis)
+        np.testing.assert_array_equal(gather(j), want)
+        assert views.joined(pieces[::-1], axis) is None
+    p = [views.sliced(h, [(0, 2, 1), (0, 3, 1), (lo, lo + 4, 1)]) for lo in (0, 8)]
+    assert views.joined(p, 2) is None                                   # a gap
+    other, _ = base((2, 3, 12))
+    assert views.joined([p[0], views.sliced(other, [(0, 2, 1), (0, 3, 1), (4, 8, 1)])], 2) is None
+    assert views.joined([views.sliced(h, [(0, 2, 1), (0, 3, 1), (0, 4, 2)]),
+                         views.sliced(h, [(0, 2, 1), (0, 3, 1), (4, 8, 1)])], 2) is None
+
+
 def test_slices_of_every_kind():
     h, a = base((4, 6, 5))
     for idx, np_idx in [(((1, 4, 2), 3, (4, 0, 1)), (slice(1, 4, 2), 3, slice(4, 0))),

@@ -362,6 +362,11 @@ class Backend:
         """Zeros of `shape` with `g` written at `index` (the adjoint of slice)."""
         raise NotImplementedError
     def concat(self, hs, axis): raise NotImplementedError
+    def joined(self, hs, axis):
+        """hs concatenated along axis as a view of their memory, where they lie side by side in
+        one buffer (the gradients of a split's pieces written in place: split's backward); None
+        where they do not or the backend does not look (concat copies)."""
+        return None
     def contiguous(self, h):
         """A handle whose memory is dense row-major (no-op if it already is)."""
         return h

@@ -39,8 +39,14 @@ register("slice", lambda be, x, index: (be.slice(x, index), None),
          vjp_reads_saved=False)
 register("unslice", lambda be, g, shape, index: (be.unslice(g, shape, index), None),
          lambda n, g: (apply(OPS["slice"], g, index=n.attrs["index"]),), vjp_reads_saved=False)
-register("concat", lambda be, *xs, axis: (be.concat(list(xs), axis), None), _concat_vjp,
-         vjp_reads_saved=False)
+def _concat(be, *xs, axis, join=False):
+    """join (split's backward, on gradients nobody else writes): a view where the pieces already
+    lie side by side in one buffer (be.joined: attention's dq, dk, dv of a fused qkv projection)."""
+    h = be.joined(list(xs), axis) if join else None
+    return (h if h is not None else be.concat(list(xs), axis)), None
+
+
+register("concat", _concat, _concat_vjp, vjp_reads_saved=False)
 register("clone", lambda be, x: (be.copy(x), None), lambda n, g: (g,), vjp_reads_saved=False)
 
 
@@ -58,7 +64,7 @@ def _split_vjp(n, gs):
     shape, axis = n.args[0].shape, n.attrs["axis"]
     parts = [g if g is not None else like.new_zeros(tuple(b - a for a, b, _ in idx))
              for g, idx in zip(gs, _pieces(shape, axis, n.attrs["sizes"]))]
-    return (apply(OPS["concat"], *parts, axis=axis),)
+    return (apply(OPS["concat"], *parts, axis=axis, join=True),)
 
 
 register("split", lambda be, x, axis, sizes: (tuple(be.slice(x, idx) for idx in

@@ -57,8 +57,8 @@ from .config import LLVMPIPE_LOOP_BUDGET, knob, shared_adapter
 from .dispatch import SUBMIT_BYTES, Dispatcher
 from .graphs import Recording
 from .kernels import kernel_defined
-from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, permuted,
-                    prod, reshaped, sliced, split_leading)
+from .views import (ITEMSIZE, GPUArray, broadcast_shapes, expanded, full_index, joined,
+                    permuted, prod, reshaped, sliced, split_leading)
 
 class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
     device = "webgpu"
@@ -459,6 +459,9 @@ class WebGPUBackend(NNPrimitives, LinalgPrimitives, Backend):
         if view.size:
             self._copy(expanded(g, view.shape), out=view)
         return out
+
+    def joined(self, hs, axis):
+        return joined(hs, axis)
 
     def concat(self, hs, axis):
         shape = list(hs[0].shape)

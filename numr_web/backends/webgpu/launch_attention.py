@@ -323,7 +323,8 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
              d.grid_wg(-(-B * TQ * PREP_LANES // WG)))
     bufs["ld"] = pb["ld"]
 
-    dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape)
+    shared = in_place(d, q, k, v)
+    dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape) if shared is None else shared[0]
     plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"), vec)
     st = _state(d, plan, B * TQ * -(-D // 4))
     qb = dict(bufs, res=_result(d, w, "RES", dq))
@@ -332,20 +333,47 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     plan.launch(d, "attn_bwd_dq", q.dtype, w, qb)
 
     plan = _Plan(d, "dkv", q, v, mask, causal, TK, TQ, B, budget, tile.get("dkv"), vec)
-    nk = B * TK * D
-    vo = -(-nk // 128) * 128              # dv from a binding boundary (and a whole vec4)
-    g = d.alloc((vo + B * TK * DV,), q.dtype)
-    dk, dv = placed(g, k.shape), placed(g, v.shape, vo)
+    if shared is None:
+        nk = B * TK * D
+        vo = -(-nk // 128) * 128          # dv from a binding boundary (and a whole vec4)
+        g = d.alloc((vo + B * TK * DV,), q.dtype)
+        dk, dv = placed(g, k.shape), placed(g, v.shape, vo)
+    else:
+        g, dk, dv = shared[3], shared[1], shared[2]
     w[L.ST2] = B * TK * -(-D // 4)
     st = _state(d, plan, w[L.ST2] + B * TK * -(-DV // 4))
-    gb, rel = _bind(d, g)                 # one binding holds both
-    role_words(w, "RES", dk, rel)
-    role_words(w, "RESV", dv, rel + vo)
+    gb, rel = _bind(d, g)                 # one binding holds both (g: from element 0)
+    role_words(w, "RES", dk, rel + dk.offset)
+    role_words(w, "RESV", dv, rel + dv.offset)
     kb = dict(bufs, res=gb)
     if st is not None:
         kb["st"], _ = _bind(d, st)
     plan.launch(d, "attn_bwd_dkv", q.dtype, w, kb)
     return dq, dk, dv
+
+
+def in_place(d, q, k, v):
+    """(dq, dk, dv, their buffer): the gradients in one new buffer, each laid out as q, k, v lie in
+    theirs, where q, k, v are disjoint views of one buffer placed alike (the heads of a fused qkv
+    projection): split's backward then joins them without a copy (Backend.joined). None
+    otherwise."""
+    ts = (q, k, v)
+    if not (q.storage is k.storage is v.storage) or not q.shape == k.shape == v.shape:
+        return None
+    words = {placement(t) for t in ts}
+    if len(words) != 1 or None in words:
+        return None
+    l0, l1, lr = words.pop()
+    width = (_hn(q) - 1) * l1 + q.shape[-1]          # a row's elements, over the heads
+    if lr <= 0 or l0 % lr or l1 < 0:
+        return None
+    starts = sorted(t.offset % lr for t in ts)       # each view's rows at these residues mod lr
+    if starts[-1] + width > lr or any(b - a < width for a, b in zip(starts, starts[1:])):
+        return None
+    lo = min(t.offset for t in ts)
+    g = d.alloc((max(t.offset + t.span() for t in ts) - lo,), q.dtype)
+    return tuple(GPUArray(g.storage, t.shape, t.dtype, t.strides, t.offset - lo, True)
+                 for t in ts) + (g,)
 
 
 def placed(g, shape, offset=0):

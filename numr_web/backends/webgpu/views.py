@@ -172,6 +172,24 @@ def full_index(shape):
 
 
 # -- binding ranges and chunks ----------------------------------------------------------------------
+def joined(hs, axis):
+    """The concatenation of views hs along `axis` as a view, where they lie side by side in one
+    buffer (same storage, dtype and strides, each starting where the one before ends along axis);
+    None otherwise."""
+    h0 = hs[0]
+    if any(h.storage is not h0.storage or h.dtype is not h0.dtype or h.strides != h0.strides
+           for h in hs) or h0.strides[axis] <= 0:
+        return None
+    pos = h0.offset
+    for h in hs:
+        if h.offset != pos:
+            return None
+        pos += h.shape[axis] * h.strides[axis]
+    shape = list(h0.shape)
+    shape[axis] = sum(h.shape[axis] for h in hs)
+    return GPUArray(h0.storage, shape, h0.dtype, h0.strides, h0.offset, True)
+
+
 def byte_range(lo, span, itemsize, align, nbytes):
     """The storage binding for elements [lo, lo + span) of a buffer of `nbytes`: (byte offset
     aligned down to `align`, byte size in whole 16-byte vec4s but within the buffer, element
