@@ -167,6 +167,8 @@ def test_layer_norm_rows_longer_than_a_workgroup(rms):
     np.testing.assert_allclose(down(be, dx), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(down(be, dw), wt.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert db is None if rms else np.allclose(down(be, db), bt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    # gradients of their own (a leaf's .grad would copy a view of them)
+    assert not be.is_view(dw) and (db is None or not be.is_view(db))
 
 
 def test_float16_norm_and_attention():
