@@ -18,7 +18,9 @@ metadata words (`role_words`: element offset, two batch strides, row stride): th
 qkv projection (B, H, T, d) with rows 3 H d apart are read where they lie, and the results are
 written in (B, T, H, d) memory (`heads_outer`), where the model's merge of the heads is a view
 (the forward's output: the backend allocates it so).
-`placement` says whether a view can be read so (else the backend copies it first).
+`placement` says whether a view can be read so (else the backend copies it first). Where q, k, v
+are disjoint views of one buffer placed alike (`in_place`), dq, dk, dv are written in one new
+buffer exactly as q, k, v lie in theirs, so that split's backward joins them without a copy.
 
 Loop budget. Each dispatch covers the columns (keys; queries for dk, dv) of one chunk: `chunk`
 picks as many whole tiles as keep an invocation's loop iterations within half the loop budget
