@@ -276,3 +276,20 @@ def test_im2col_and_col2im_with_the_shape_as_constants(cn):
         back = lc.col2im(be.d, got, be.d.alloc(x.shape, F32), *geom, cn, spec)
         np.testing.assert_allclose(down(be, back), F.fold(cols, x.shape[2:], **kw).numpy(),
                                    rtol=4 * 2 ** -23, atol=0)
+
+
+def test_a_linear_layers_weight_gradient_arrives_without_a_copy():
+    """nn.Linear multiplies by weight.T; the weight's gradient is computed in the weight's own
+    layout and the transposes undo each other (no view left for the leaf's .grad to copy): the
+    backward's kernels are GEMMs and the bias's column sums only. Values against torch float64."""
+    rng = np.random.default_rng(8)
+    x, g = rng.standard_normal((64, 32)), rng.standard_normal((64, 48))
+    lin = nr.nn.Linear(32, 48, device="webgpu")
+    y = lin(nr.tensor(x.astype(np.float32), device="webgpu"))
+    be = nr.get_backend("webgpu")
+    _, ran = kernels_run(be, lambda: (y.backward(nr.tensor(g.astype(np.float32), device="webgpu")),
+                                      lin.weight.grad.numpy()))
+    assert not any(k.startswith("elementwise.") for k in ran), ran
+    wt = torch.tensor(lin.weight.detach().numpy().astype(np.float64), requires_grad=True)
+    F.linear(t64(x), wt).backward(t64(g))
+    np.testing.assert_allclose(lin.weight.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -138,6 +138,15 @@ def test_joined_views_are_the_concatenation_exactly_where_the_pieces_lie_side_by
                          views.sliced(h, [(0, 2, 1), (0, 3, 1), (4, 8, 1)])], 2) is None
 
 
+def test_a_permutation_undone_gives_back_the_array_permuted():
+    h, _ = base((2, 3, 4))
+    for perm in itertools.permutations(range(3)):
+        inv = tuple(np.argsort(perm))
+        assert views.permuted(views.permuted(h, perm), inv) is h
+    t = views.permuted(h, (1, 0, 2))
+    assert views.permuted(t, (0, 2, 1)) is not h                      # not the inverse
+
+
 def test_slices_of_every_kind():
     h, a = base((4, 6, 5))
     for idx, np_idx in [(((1, 4, 2), 3, (4, 0, 1)), (slice(1, 4, 2), 3, slice(4, 0))),

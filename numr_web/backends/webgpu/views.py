@@ -83,11 +83,12 @@ class GPUArray:
     """A strided view of a GPU buffer. shape/strides/offset in elements of `dtype`; `storage`
     is a buffers.Storage (anything with .raw and .nbytes)."""
 
-    __slots__ = ("storage", "shape", "dtype", "strides", "offset", "view")
+    __slots__ = ("storage", "shape", "dtype", "strides", "offset", "view", "source")
 
-    def __init__(self, storage, shape, dtype, strides=None, offset=0, view=False):
+    def __init__(self, storage, shape, dtype, strides=None, offset=0, view=False, source=None):
         self.storage = storage
         self.view = view          # made by reshape / permute / expand / slice of another array
+        self.source = source      # permuted: the array permuted (the inverse permutation gives it)
         self.shape = tuple(shape)
         self.dtype = dtype
         self.strides = tuple(strides) if strides is not None else dense_strides(self.shape)
@@ -123,8 +124,14 @@ class GPUArray:
 
 # -- views: new GPUArrays of the same storage -------------------------------------------------------
 def permuted(h, perm):
-    return GPUArray(h.storage, tuple(h.shape[p] for p in perm), h.dtype,
-                    tuple(h.strides[p] for p in perm), h.offset, True)
+    """h's axes permuted; h's own source where that undoes h's permutation (x.T.T is x: the
+    transposed GEMM result a weight's gradient arrives as is then no view to copy)."""
+    shape, strides = tuple(h.shape[p] for p in perm), tuple(h.strides[p] for p in perm)
+    src = h.source
+    if src is not None and src.shape == shape and src.strides == strides and \
+            src.offset == h.offset:
+        return src
+    return GPUArray(h.storage, shape, h.dtype, strides, h.offset, True, h)
 
 
 def expanded(h, shape):
