@@ -433,17 +433,14 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 fn dout4(p: u32, end: u32) -> vec4<f32> {
     if (VEC) { return vec4<f32>(dout[p >> 2u]); }
     var x = vec4<f32>(0.0);
-    if (p < end) { x.x = f32(dout[p >> 2u][p & 3u]); }
-    if (p + 1u < end) { x.y = f32(dout[(p + 1u) >> 2u][(p + 1u) & 3u]); }
-    if (p + 2u < end) { x.z = f32(dout[(p + 2u) >> 2u][(p + 2u) & 3u]); }
-    if (p + 3u < end) { x.w = f32(dout[(p + 3u) >> 2u][(p + 3u) & 3u]); }
+    for (var c = 0u; c < 4u; c = c + 1u) {
+        if (p + c < end) { x[c] = f32(dout[(p + c) >> 2u][(p + c) & 3u]); }
+    }
     return x;
 }
 
-// (lse, delta = sum(dout * out)) per query row: PREP_LANES invocations a row, each summing the
-// products of every PREP_LANES-th vec4 (consecutive lanes read consecutive vec4s of the row),
-// added up in workgroup memory. One invocation walking a row alone read it element by element,
-// each load of a warp in another row: 0.6 TB/s.
+// (lse, delta = sum(dout * out)) per query row, PREP_LANES lanes a row reading consecutive vec4s
+// (one lane a row read it element by element, a warp's loads in as many rows: 0.6 TB/s)
 var<workgroup> prep: array<f32, WG>;
 
 @compute @workgroup_size(WG)
@@ -451,27 +448,26 @@ fn attn_bwd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
                  @builtin(local_invocation_index) lid: u32) {
     let DV = mu(W_DV);
     let TQ = mu(W_TQ);
-    let ROWS = mu(W_ROWS);
     let per_wg = WG / PREP_LANES;
     let lane = lid % PREP_LANES;
-    for (var g = wid.y * nwg.x + wid.x; g * per_wg < ROWS; g = g + nwg.x * nwg.y) {
+    for (var g = wid.y * nwg.x + wid.x; g * per_wg < mu(W_ROWS); g = g + nwg.x * nwg.y) {
         let r = g * per_wg + lid / PREP_LANES;
         var s = 0.0;
-        if (r < ROWS) {
+        if (r < mu(W_ROWS)) {
             let pd = mat_at(W_DO_OFF, r / TQ) + (r % TQ) * mu(W_DO_LR);
             let po = mat_at(W_OUT_OFF, r / TQ) + (r % TQ) * mu(W_OUT_LR);
             for (var j = 4u * lane; j < DV; j = j + 4u * PREP_LANES) {
-                var o = vec4<f32>(f32(out_in[po + j]), 0.0, 0.0, 0.0);
-                if (j + 1u < DV) { o.y = f32(out_in[po + j + 1u]); }
-                if (j + 2u < DV) { o.z = f32(out_in[po + j + 2u]); }
-                if (j + 3u < DV) { o.w = f32(out_in[po + j + 3u]); }
+                var o = vec4<f32>(0.0);
+                for (var c = 0u; c < 4u; c = c + 1u) {
+                    if (j + c < DV) { o[c] = f32(out_in[po + j + c]); }
+                }
                 s = s + dot(dout4(pd + j, pd + DV), o);
             }
         }
         workgroupBarrier();
         prep[lid] = s;
         workgroupBarrier();
-        if (lane == 0u && r < ROWS) {
+        if (lane == 0u && r < mu(W_ROWS)) {
             var t = 0.0;
             for (var i = 0u; i < PREP_LANES; i = i + 1u) { t = t + prep[lid + i]; }
             ld[2u * r] = lse_in[r];
