@@ -16,8 +16,8 @@ one forward + backward (a timestamp around every dispatch). --sweep times the cu
 attention kernels alone (CUDA events around each launch: forward, dq, dk/dv) for each tile shape
 of SWEEP_TILES (float32: warps a block, rows a thread, tile columns) or SWEEP_TC_TILES (float16 on
 tensor cores: warps a block, tile columns), to choose backends/cuda/attention.py's TILES /
-TC_TILES after a measurement. TFLOP/s counts the causal half of the products: forward 2 GEMMs of B*H*T*T/2*d multiply-adds,
-backward 5 (dq's kernel recomputes s and dp: 7 run). --check also compares numr's output and
+TC_TILES after a measurement. TFLOP/s counts the causal half of the products: forward 2 GEMMs of
+B*H*T*T/2*d multiply-adds, backward 5 (dq's kernel recomputes s and dp: 7 run). --check also compares numr's output and
 gradients of the first batch element with torch float64 on the cpu: max |err| / (|want| + 1).
 """
 from __future__ import annotations

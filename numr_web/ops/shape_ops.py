@@ -39,6 +39,8 @@ register("slice", lambda be, x, index: (be.slice(x, index), None),
          vjp_reads_saved=False)
 register("unslice", lambda be, g, shape, index: (be.unslice(g, shape, index), None),
          lambda n, g: (apply(OPS["slice"], g, index=n.attrs["index"]),), vjp_reads_saved=False)
+
+
 def _concat(be, *xs, axis, join=False):
     """join (split's backward, on gradients nobody else writes): a view where the pieces already
     lie side by side in one buffer (be.joined: attention's dq, dk, dv of a fused qkv projection)."""

@@ -140,9 +140,8 @@ class NNPrimitives(ComposedConv):
             else:
                 dw = self.full((n,), 0, dy.dtype)
                 db = None if rms else dw
-            if dw.shape != tuple(weight.shape):     # (a view of the sum: the leaf would copy it)
-                dw = self.reshape(dw, weight.shape)
-                db = None if db is None else self.reshape(db, weight.shape)
+            dw = self.reshape(dw, weight.shape)
+            db = None if db is None else self.reshape(db, weight.shape)
         return dx, dw, db
 
     # -- attention ---------------------------------------------------------------------------------

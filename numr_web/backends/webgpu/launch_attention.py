@@ -326,7 +326,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     bufs["ld"] = pb["ld"]
 
     shared = in_place(d, q, k, v)
-    dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape) if shared is None else shared[0]
+    dq = placed(d.alloc((B * TQ * D,), q.dtype), q.shape) if shared is None else shared[1]
     plan = _Plan(d, "dq", q, v, mask, causal, TQ, TK, B, budget, tile.get("dq"), vec)
     st = _state(d, plan, B * TQ * -(-D // 4))
     qb = dict(bufs, res=_result(d, w, "RES", dq))
@@ -341,7 +341,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
         g = d.alloc((vo + B * TK * DV,), q.dtype)
         dk, dv = placed(g, k.shape), placed(g, v.shape, vo)
     else:
-        g, dk, dv = shared[3], shared[1], shared[2]
+        g, _, dk, dv = shared
     w[L.ST2] = B * TK * -(-D // 4)
     st = _state(d, plan, w[L.ST2] + B * TK * -(-DV // 4))
     gb, rel = _bind(d, g)                 # one binding holds both (g: from element 0)
@@ -355,7 +355,7 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
 
 
 def in_place(d, q, k, v):
-    """(dq, dk, dv, their buffer): the gradients in one new buffer, each laid out as q, k, v lie in
+    """(their buffer, dq, dk, dv): the gradients in one new buffer, each laid out as q, k, v lie in
     theirs, where q, k, v are disjoint views of one buffer placed alike (the heads of a fused qkv
     projection): split's backward then joins them without a copy (Backend.joined). None
     otherwise."""
@@ -374,8 +374,8 @@ def in_place(d, q, k, v):
         return None
     lo = min(t.offset for t in ts)
     g = d.alloc((max(t.offset + t.span() for t in ts) - lo,), q.dtype)
-    return tuple(GPUArray(g.storage, t.shape, t.dtype, t.strides, t.offset - lo, True)
-                 for t in ts) + (g,)
+    return (g,) + tuple(GPUArray(g.storage, t.shape, t.dtype, t.strides, t.offset - lo, True)
+                        for t in ts)
 
 
 def placed(g, shape, offset=0):

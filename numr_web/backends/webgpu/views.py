@@ -165,8 +165,11 @@ def sliced(h, index):
 
 
 def reshaped(h, shape):
-    """A view of h with `shape`, or None when the data must be copied first."""
+    """A view of h with `shape` (h itself for its own shape), or None when the data must be
+    copied first."""
     shape = tuple(shape)
+    if shape == h.shape:
+        return h
     if h.is_contiguous or h.size == 0:
         return GPUArray(h.storage, shape, h.dtype, None, h.offset, True)
     st = reshape_strides(h.shape, h.strides, shape)
