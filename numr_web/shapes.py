@@ -124,6 +124,28 @@ def matrices_layout(shape, strides):
     return (lead[-1][1] if lead else 0), strides[-3], strides[-2]
 
 
+def disjoint_alike(shape, strides, offsets):
+    """Whether views of one buffer with this shape and these (element) strides, starting at
+    `offsets`, share no element: there is a stride R that the outer dims' strides are multiples
+    of and that the inner dims' extent W fits in, and the views' residues mod R lie W or more
+    apart (the q, k and v heads of a fused projection: R = 3C, W = C). False where no such R
+    shows it (they may still be disjoint)."""
+    if prod(shape) == 0 or len(set(offsets)) < len(offsets):
+        return prod(shape) == 0
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    if any(s <= 0 for _, s in dims):
+        return False
+    whole = max(offsets) + 1 + sum((n - 1) * s for n, s in dims)    # no outer dims at all
+    for r in sorted({s for _, s in dims} | {whole}):
+        width = 1 + sum((n - 1) * s for n, s in dims if s < r)
+        if width > r or any(s % r for _, s in dims if s >= r):
+            continue
+        starts = sorted(o % r for o in offsets)
+        if starts[-1] + width <= r and all(b - a >= width for a, b in zip(starts, starts[1:])):
+            return True
+    return False
+
+
 def reshape_target(shape, new):
     """Resolve one -1 in `new`; ShapeError if the sizes differ."""
     new = [as_int(d, "a shape's dimension") for d in new]

@@ -160,6 +160,29 @@ def test_fused_backward_does_not_recompute_the_gemm(monkeypatch):
     assert calls == {"gemm": 1, "act_backward": 1}
 
 
+def test_linear_and_norm_gradients_reach_grad_without_a_copy(monkeypatch):
+    """nn.Linear multiplies by weight.T, and layer norm's weight gradient is reshaped to the
+    weight's shape: computed in the leaves' own layouts, they arrive as arrays of their own (x.T.T
+    is x; a reshape to an array's own shape is the array), not as views a leaf's .grad copies.
+    Values against torch float64."""
+    be = nr.get_backend("cpu")
+    copies = []
+    orig = be.copy
+    monkeypatch.setattr(be, "copy", lambda h: copies.append(h.shape) or orig(h))
+    rng = np.random.default_rng(3)
+    x, g = rng.standard_normal((16, 8)), rng.standard_normal((16, 6))
+    lin, ln = nr.nn.Linear(8, 6), nr.nn.LayerNorm(6)
+    ln(lin(nr.tensor(x, dtype="float32"))).backward(nr.tensor(g, dtype="float32"))
+    assert copies == []
+    w = torch.tensor(lin.weight.detach().numpy().astype(np.float64), requires_grad=True)
+    b = torch.tensor(lin.bias.detach().numpy().astype(np.float64), requires_grad=True)
+    lw, lb = (torch.ones(6, dtype=torch.float64, requires_grad=True),
+              torch.zeros(6, dtype=torch.float64, requires_grad=True))
+    F.layer_norm(F.linear(torch.tensor(x), w, b), (6,), lw, lb).backward(torch.tensor(g))
+    for got, want in ((lin.weight, w), (lin.bias, b), (ln.weight, lw), (ln.bias, lb)):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=2e-5, atol=2e-6)
+
+
 def test_deep_chain_20000_ops(device):
     x = nr.tensor([1.0], device=device, requires_grad=True)
     y = x

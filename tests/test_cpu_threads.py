@@ -194,6 +194,41 @@ def test_attention_in_blocks_of_heads(case):
     blocked_matches_one_call(run)
 
 
+@pytest.mark.parametrize("heads_of_one_projection", [True, False])
+def test_fused_qkv_gradient_is_written_where_q_k_v_lie(heads_of_one_projection):
+    """q, k, v split from one projection: the attention backward writes dq, dk, dv into one new
+    array where q, k, v lie in theirs, and split's backward joins them as a view (its concat
+    allocates nothing). Dense copies of q, k, v get a concatenated gradient (the concat
+    allocates it). The values are the one-call path's in both (test_attention_in_blocks_of_heads
+    holds the bits); here against float64 numpy."""
+    rng = np.random.default_rng(11)
+    qkv = rng.standard_normal((2, 40, 3 * 96)).astype(np.float32)
+    g = rng.standard_normal((2, 6, 40, 16)).astype(np.float32)
+    cpu_threads.configure(threads=2, parallel_min=BLOCKS)
+    t = nr.tensor(qkv, requires_grad=True)
+    heads = [z.reshape(2, 40, 6, 16).transpose(1, 2) for z in t.split(96, dim=2)]
+    if not heads_of_one_projection:
+        heads = [z.contiguous() for z in heads]
+    y = F.scaled_dot_product_attention(*heads, is_causal=True)
+    with nr.profile() as p:
+        y.backward(nr.tensor(g))
+    concat = [r for r in p.rows() if r.name == "concat"]
+    assert len(concat) == 1 and concat[0].calls == 1
+    assert (concat[0].bytes == 0) == heads_of_one_projection, concat[0].bytes
+
+    q, k, v = (qkv[..., i * 96:(i + 1) * 96].reshape(2, 40, 6, 16).transpose(0, 2, 1, 3)
+               .astype(np.float64) for i in range(3))
+    s = q @ k.swapaxes(-1, -2) / 4.0 + np.triu(np.full((40, 40), -np.inf), 1)
+    pr = np.exp(s - s.max(-1, keepdims=True))
+    pr /= pr.sum(-1, keepdims=True)
+    dv = pr.swapaxes(-1, -2) @ g
+    dp = g @ v.swapaxes(-1, -2)
+    ds = pr * (dp - (dp * pr).sum(-1, keepdims=True)) / 4.0
+    want = np.concatenate([(x.transpose(0, 2, 1, 3)).reshape(2, 40, 96)
+                           for x in (ds @ k, ds.swapaxes(-1, -2) @ q, dv)], axis=2)
+    np.testing.assert_allclose(t.grad.numpy(), want, rtol=2e-5, atol=2e-5)
+
+
 def test_convolution_pooling_batchnorm_and_embedding_in_blocks():
     img = _data((8, 3, 16, 16), specials=False)
     ids = np.random.default_rng(7).integers(0, 50, (6, 40))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numr_web.backends.array_backend import ArrayBackend
 from numr_web.backends.cuda import attention as A
 from numr_web.backends.cuda import codegen as G
 
@@ -140,7 +141,8 @@ def att(tmp_path_factory):
         pytest.skip(f"{CXX} cannot compile tests/cuda_emu.h (C++20 <barrier>, _Float16): "
                     f"{r.stderr.strip()[:200]}")
     be = types.SimpleNamespace(xp=_XP, _ct={np.dtype(k).char: v for k, v in G.C_TYPES.items()},
-                               kernels=_Kernels(tmp_path_factory.mktemp("emu")))
+                               kernels=_Kernels(tmp_path_factory.mktemp("emu")),
+                               grads_in_place=lambda *ts: None)
     return A.Attention(be)
 
 
@@ -342,6 +344,40 @@ def test_tiled_kernels_read_and_write_heads_in_place(att, dtype, tensor_cores, m
     _check(got, want, dtype)
     for t in (got[0],) + got[2:]:
         assert t.shape == (B, H, T, d) and t.swapaxes(1, 2).flags.c_contiguous
+
+
+class _InPlace:
+    """ArrayBackend's grads_in_place and joined on numpy, their views shown as CuPy's."""
+    xp = np
+    _allocation = ArrayBackend._allocation
+    _address = staticmethod(ArrayBackend._address)
+    grads_in_place, joined = ArrayBackend.grads_in_place, ArrayBackend.joined
+
+    def _view_from(self, h, shape, strides, byte_offset=0):
+        return ArrayBackend._view_from(self, h, shape, strides, byte_offset).view(Arr)
+
+
+def test_fused_heads_get_their_gradients_where_they_lie(att):
+    """q, k, v the heads of one fused projection: dq, dk, dv are written into one new array,
+    each where q, k, v lie in theirs, so split's backward joins them into the projection's
+    (B, T, 3 H d) gradient as a view (no concatenation). Values as the float64 reference."""
+    place = _InPlace()
+    alt = A.Attention(types.SimpleNamespace(**{**vars(att.be), "grads_in_place":
+                                               place.grads_in_place}))
+    B, H, T, d = 2, 3, 70, 32
+    r = np.random.default_rng(12)
+    qkv = r.normal(size=(B, T, 3 * H * d)).astype(np.float32)
+    q, k, v = (qkv[..., i * H * d:(i + 1) * H * d].reshape(B, T, H, d).transpose(0, 2, 1, 3)
+               for i in range(3))
+    g = r.normal(size=(B, H, T, d)).astype(np.float32)
+    got = _run(alt, q, k, v, None, True, d ** -0.5, g)
+    _check(got, attention_reference(q, k, v, None, True, d ** -0.5, g), np.float32)
+    merged = [t.transpose(0, 2, 1, 3).reshape(B, T, H * d) for t in got[2:]]
+    whole = place.joined(merged, 2)
+    assert whole is not None and whole.shape == (B, T, 3 * H * d)
+    np.testing.assert_array_equal(whole, np.concatenate(merged, axis=2))
+    # a q, k, v that are not disjoint (one tensor three times) get arrays of their own
+    assert place.grads_in_place(q, q, v) is None
 
 
 def test_dense_inputs_take_the_dense_variant(att):

@@ -45,3 +45,29 @@ def test_reductions_match_numpy(shape, data):
     if axes is not None and len(axes) == 1:
         np.testing.assert_array_equal(t.argmax(axis=axes[0], keepdims=keep).numpy(),
                                       np.argmax(x, axis=axes[0], keepdims=keep))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 40)), min_size=1, max_size=4),
+       st.lists(st.integers(0, 60), min_size=2, max_size=3))
+def test_disjoint_alike_never_claims_views_that_overlap(dims, offsets):
+    """shapes.disjoint_alike (whether the attention backward may write dq, dk, dv into one array
+    where q, k, v lie) is only ever True for views that share no element (by enumeration)."""
+    from numr_web.shapes import disjoint_alike
+    shape, strides = [n for n, _ in dims], [s for _, s in dims]
+    cells = [{o + sum(i * s for i, s in zip(idx, strides)) for idx in np.ndindex(*shape)}
+             for o in offsets]
+    overlap = any(cells[i] & cells[j] for i in range(len(cells)) for j in range(i))
+    if disjoint_alike(shape, strides, offsets):
+        assert not overlap
+
+
+def test_disjoint_alike_finds_the_heads_of_a_fused_projection():
+    from numr_web.shapes import disjoint_alike
+    B, T, H, D = 2, 5, 3, 4
+    C = H * D
+    heads = ((B, H, T, D), (T * 3 * C, D, 3 * C, 1))           # (B, T, 3C) split, (B, H, T, D)
+    assert disjoint_alike(*heads, (0, C, 2 * C))
+    assert not disjoint_alike(*heads, (0, 0, 2 * C))           # q is k
+    assert not disjoint_alike(*heads, (0, 1, 2 * C))           # rows that interleave
+    assert disjoint_alike((4,), (1,), (0, 4, 8)) and not disjoint_alike((4,), (1,), (0, 3, 8))

@@ -12,7 +12,7 @@ import functools
 import inspect
 import math
 
-from .. import dtypes
+from .. import dtypes, shapes
 from ..errors import BackendLimitError, DTypeError
 from ..vocab.activations import ACT
 from ..vocab.registry import family_names, numpy_function
@@ -347,10 +347,74 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
 
     # -- shapes ----------------------------------------------------------------------------------------
     def reshape(self, h, shape):
-        return h.reshape(shape)
+        return h if h.shape == tuple(shape) else h.reshape(shape)
 
     def permute(self, h, perm):
-        return h.transpose(perm)
+        """h's axes permuted; the array h is a view of where that undoes h's permutation (x.T.T
+        is x: a Linear's weight gradient, made in the weight's layout and transposed twice, then
+        reaches .grad as the array itself, not as a view .grad would copy)."""
+        out = h.transpose(perm)
+        base = out.base
+        if base is not None and base.shape == out.shape and base.strides == out.strides and \
+                base.dtype == out.dtype and self._address(base) == self._address(out):
+            return base
+        return out
+
+    @staticmethod
+    def _address(h):
+        """Where h's first element lies (the cuda backend's is the device pointer)."""
+        return h.__array_interface__["data"][0]
+
+    def _allocation(self, h):
+        """What identifies the memory h lies in (numpy: the array owning it; cupy: the device
+        allocation), None where no array owns it (memory from a buffer)."""
+        owner = h
+        while isinstance(owner.base, self.xp.ndarray):   # (a subclass's views keep the chain)
+            owner = owner.base
+        return owner if owner.base is None and owner.flags.c_contiguous else None
+
+    def _view_from(self, h, shape, strides, byte_offset=0):
+        """A view of h's memory from `byte_offset` past h's first element, byte `strides`."""
+        owner = self._allocation(h)
+        return self.xp.ndarray(shape, h.dtype, buffer=owner, strides=strides,
+                               offset=self._address(h) - self._address(owner) + byte_offset)
+
+    def joined(self, hs, axis):
+        h0 = hs[0]
+        mem = self._allocation(h0)
+        if mem is None or h0.strides[axis] <= 0 or any(
+                self._allocation(h) is not mem or h.dtype != h0.dtype or h.strides != h0.strides
+                or h.shape[:axis] + h.shape[axis + 1:] != h0.shape[:axis] + h0.shape[axis + 1:]
+                for h in hs):
+            return None
+        at = self._address(h0)
+        for h in hs:
+            if self._address(h) != at:
+                return None
+            at += h.shape[axis] * h.strides[axis]
+        shape = list(h0.shape)
+        shape[axis] = sum(h.shape[axis] for h in hs)
+        return self._view_from(h0, tuple(shape), h0.strides)
+
+    def grads_in_place(self, *ts):
+        """Gradients for the views ts, laid out in one new array as ts lie in theirs, where ts
+        are disjoint views of one array alike in shape and strides that tile a range of it (the
+        q, k, v heads of a fused projection: split's backward then joins their gradients
+        without a copy, see joined); None otherwise."""
+        t0 = ts[0]
+        mem, item = self._allocation(t0), t0.itemsize
+        if mem is None or t0.size == 0 or any(s <= 0 or s % item for s in t0.strides) or any(
+                self._allocation(t) is not mem or t.dtype != t0.dtype or t.shape != t0.shape or
+                t.strides != t0.strides for t in ts):
+            return None
+        lo = min(self._address(t) for t in ts)
+        offsets = [(self._address(t) - lo) // item for t in ts]
+        extent = 1 + sum((n - 1) * s // item for n, s in zip(t0.shape, t0.strides))
+        if max(offsets) + extent != len(ts) * t0.size or not shapes.disjoint_alike(
+                t0.shape, [s // item for s in t0.strides], offsets):
+            return None           # not a tiling of one range: a gradient there would be partial
+        g = self.xp.empty(len(ts) * t0.size, t0.dtype)
+        return tuple(self._view_from(g, t0.shape, t0.strides, o * item) for o in offsets)
 
     def expand(self, h, shape):
         return self.xp.broadcast_to(h, shape)

@@ -134,8 +134,8 @@ class ArrayNN(ArrayCNN):
         dt = dy.dtype
         wshape = None if weight is None else weight.shape
         return (self._asarray(dx.reshape(x.shape), dt),
-                None if dw is None else self._asarray(dw.reshape(wshape), dt),
-                None if db is None else self._asarray(db.reshape(wshape), dt))
+                None if dw is None else self._asarray(self.reshape(dw, wshape), dt),
+                None if db is None else self._asarray(self.reshape(db, wshape), dt))
 
     # -- attention ---------------------------------------------------------------------------------
     def _scores(self, q, k, mask, causal, scale):

@@ -152,9 +152,9 @@ class CpuNN:
                                         rs[r0:r1], rms, dx[r0:r1], dw_part[i], db_part[i])
             parallel_for(len(parts), run, threads=None if big(x) else 1)
             dw = None if weight is None else \
-                dw_part.sum(axis=0).astype(weight.dtype).reshape(weight.shape)
+                self.reshape(dw_part.sum(axis=0).astype(weight.dtype), weight.shape)
             db = None if weight is None or rms else \
-                db_part.sum(axis=0).astype(weight.dtype).reshape(weight.shape)
+                self.reshape(db_part.sum(axis=0).astype(weight.dtype), weight.shape)
             return dx.reshape(x.shape), dw, db
         if not big(x) or rows < 2 or n == 0 or is_narrow(dy):
             return super().layer_norm_backward(dy, x, weight, mean, rstd, k, rms)
@@ -191,9 +191,9 @@ class CpuNN:
         parallel_for(len(parts), body)
         dw = db = None
         if weight is not None:
-            dw = column_sum(gx).reshape(weight.shape)
+            dw = self.reshape(column_sum(gx), weight.shape)
             if not rms:
-                db = column_sum(g2).reshape(weight.shape)
+                db = self.reshape(column_sum(g2), weight.shape)
         return dx.reshape(x.shape), dw, db
 
     # -- attention -------------------------------------------------------------------------------
@@ -247,9 +247,10 @@ class CpuNN:
         dob = np.broadcast_to(do, batch + do.shape[-2:])
         ob = np.broadcast_to(out, batch + out.shape[-2:])
         lb = np.broadcast_to(lse, batch + lse.shape[-1:])
-        dq = np.empty(batch + q.shape[-2:], q.dtype)
-        dk = np.empty(batch + k.shape[-2:], q.dtype)
-        dv = np.empty(batch + v.shape[-2:], q.dtype)
+        # where q, k, v are the heads of one fused projection, their gradients are too
+        fused = q.shape == k.shape == v.shape == batch + q.shape[-2:] and \
+            self.grads_in_place(q, k, v)
+        dq, dk, dv = fused or (np.empty(batch + t.shape[-2:], q.dtype) for t in (q, k, v))
         masked = _causal_mask(tq, tk) if causal else None
 
         def body(i):                  # ArrayNN.attention_backward for the heads idx

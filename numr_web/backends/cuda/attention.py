@@ -334,7 +334,10 @@ class Attention:
         path = self._tiled(ct, dm, TQ, TK) if lse.dtype == xp.float32 else None
         make = (lambda shape: _heads_outer(xp, shape, q.dtype)) if path else \
             (lambda shape: xp.empty(shape, dtype=q.dtype))
-        dq, dk, dv = (make(t.shape) for t in (q, k, v))
+        # the heads of one fused projection get their gradients where they lie, in one array
+        fused = path and q.shape == k.shape == v.shape and _layout(q) is not None and \
+            self.be.grads_in_place(q, k, v)
+        dq, dk, dv = fused or (make(t.shape) for t in (q, k, v))
         if not (B and TQ and TK):
             for t in (dq, dk, dv):
                 t.fill(0)

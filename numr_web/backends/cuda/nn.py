@@ -99,9 +99,9 @@ class CudaNN:
                                         for r in (False, True)))
         fn((col_blocks, chunks), (GRAD_COLS,),
            (dy, x, mp, rstd, pw, 0 if pb is None else pb, rows, n, chunk))
-        dw = pw.sum(axis=0).astype(weight.dtype, copy=False).reshape(weight.shape)
-        db = None if pb is None else pb.sum(axis=0).astype(weight.dtype, copy=False) \
-            .reshape(weight.shape)
+        dw = self.reshape(pw.sum(axis=0).astype(weight.dtype, copy=False), weight.shape)
+        db = None if pb is None else \
+            self.reshape(pb.sum(axis=0).astype(weight.dtype, copy=False), weight.shape)
         return dx, dw, db
 
     # -- softmax cross-entropy -----------------------------------------------------------------------
