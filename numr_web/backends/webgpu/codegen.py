@@ -132,6 +132,8 @@ def header(name):
     for s in k.slots.values():
         lines.append(_pad(f"@group(0) @binding({s.index}) var<storage, {s.access}> {s.name}: {s.type};",
                           72) + f"// {s.doc}")
+    for cname, (value, doc) in k.constants.items():
+        lines.append(_pad(f"const {cname}: u32 = {value}u;") + f"// {doc}")
     for oname, (typ, default, doc) in k.overrides.items():
         lines.append(_pad(f"override {oname}: {typ} = {default};") + f"// {doc}")
     for group, names in k.codes.items():

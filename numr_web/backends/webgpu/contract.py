@@ -152,6 +152,7 @@ REDUCE = KernelFile(
         ("OP", "u32", "0u", "reduce: REDUCE_*; softmax: SOFTMAX_*"),
     ],
     codes={"REDUCE": REDUCE_OPS, "SOFTMAX": ("plain", "log")},
+    constants=[("BLOCK", 64, "blocked_sum's block; runs up to it are plain running sums")],
 )
 
 # -- matmul.wgsl, matmul_sg.wgsl ---------------------------------------------------------------------------

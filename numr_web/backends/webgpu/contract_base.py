@@ -56,8 +56,10 @@ class Slot:
 
 class KernelFile:
     def __init__(self, name, layout, slots, entries, overrides, codes=None, vocabulary=False,
-                 includes=(), features=()):
+                 includes=(), features=(), constants=()):
         self.name = name
+        # u32 constants the shader and its launcher share: name -> (value, doc)
+        self.constants = {n: (int(v), doc) for n, v, doc in constants}
         self.includes = tuple(includes)   # kernel files whose text precedes this one in the module
         self.features = tuple(features)   # adapter features the module needs ("subgroup")
         self.layout = layout

@@ -37,7 +37,7 @@ MIN_CHUNK = 16                      # ... of at least this many elements each
 CPU_MIN_CHUNK = 64                  # (on CPU adapters)
 WG_PASS2_OUTPUTS = 1 << 15          # pass 2 runs one workgroup per output below this many outputs
 WG_MIN_R = 32                       # ... as does any reduction of this many elements or more
-SHORT_SUM = 64                      # reduce.wgsl's BLOCK: chunks up to it are summed by short_sum
+SHORT_SUM = K.constants["BLOCK"][0]  # chunks up to reduce.wgsl's BLOCK are summed by short_sum
 
 
 def words(h, kept, red, kept_out=None, red_out=None):
