@@ -350,13 +350,14 @@ class ArrayBackend(ArrayNN, ArrayRNN, ArrayOptim, Backend):
         return h if h.shape == tuple(shape) else h.reshape(shape)
 
     def permute(self, h, perm):
-        """h's axes permuted; the array h is a view of where that undoes h's permutation (x.T.T
-        is x: a Linear's weight gradient, made in the weight's layout and transposed twice, then
-        reaches .grad as the array itself, not as a view .grad would copy)."""
+        """h's axes permuted; where that undoes the permutation h was made with, the array h
+        views (x.T.T is x: a Linear's weight gradient, made in the weight's layout and
+        transposed twice, reaches .grad as an array of its own, not a view .grad would copy)."""
         out = h.transpose(perm)
         base = out.base
-        if base is not None and base.shape == out.shape and base.strides == out.strides and \
-                base.dtype == out.dtype and self._address(base) == self._address(out):
+        if isinstance(base, self.xp.ndarray) and base.shape == out.shape and \
+                base.strides == out.strides and base.dtype == out.dtype and \
+                self._address(base) == self._address(out):
             return base
         return out
 

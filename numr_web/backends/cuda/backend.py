@@ -244,14 +244,6 @@ class CudaBackend(CudaBfloat16, CudaCNN, CudaGemm, CudaNN, CudaOptim, ArrayBacke
     def _contig(self, h):
         return h if h._c_contiguous else self.xp.ascontiguousarray(h)
 
-    @staticmethod
-    def _allocation(h):
-        """The device allocation h lies in (ArrayBackend.joined, grads_in_place)."""
-        return h.data.mem
-
-    def _view_from(self, h, shape, strides, byte_offset=0):
-        return self.xp.ndarray(shape, h.dtype, memptr=h.data + byte_offset, strides=strides)
-
     # -- elementwise -------------------------------------------------------------------------------
     def binary(self, op, a, b):
         code = G.BIN_OPS.get(op)

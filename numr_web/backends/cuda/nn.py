@@ -31,6 +31,14 @@ class CudaNN:
     def _nn_fn(self, name, family):
         return self.kernels.function(name, lambda: [name] + list(family()))
 
+    # views of one device allocation (ArrayBackend.joined, grads_in_place: the fused qkv heads)
+    @staticmethod
+    def _allocation(h):
+        return h.data.mem
+
+    def _view_from(self, h, shape, strides, byte_offset=0):
+        return self.xp.ndarray(shape, h.dtype, memptr=h.data + byte_offset, strides=strides)
+
     def _norm_plan(self, x, k):
         ct = self._ct.get(x.dtype.char)
         n = prod(x.shape[x.ndim - k:])
