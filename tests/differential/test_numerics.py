@@ -64,7 +64,8 @@ def test_activation_forward_at_extremes(device, name):
 
 @pytest.mark.parametrize("name", ACTS)
 def test_activation_special_values(device, name):
-    """+-inf give the limits (torch agrees except gelu(inf), where it gives NaN), NaN stays NaN."""
+    """+-inf give the limits, or NaN where torch gives NaN (silu(-inf) = -inf * 0, gelu(inf));
+    NaN stays NaN."""
     z = np.array(SPECIAL, np.float32)
     want = np.array(list(LIMITS[name]) + [math.nan], np.float32)
     tz = TORCH[name](torch.from_numpy(z)).numpy()
@@ -72,9 +73,6 @@ def test_activation_special_values(device, name):
     got = nr.activation(nr.tensor(z, device=device), name).numpy()
     ok = (got == want) | (got == tz) | (np.isnan(got) & np.isnan(tz))
     assert ok.all(), (name, got, want, tz)
-    return
-    got = nr.activation(nr.tensor(z, device=device), name).numpy()
-    np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 @pytest.mark.parametrize("name", ACTS)
