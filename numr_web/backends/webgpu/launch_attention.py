@@ -230,8 +230,9 @@ def _bind(d, t):
 
 
 def _operands(d, q, k, v, mask, w, do=None):
-    """The operands' bindings and placement words; -> (bindings, whether vec4 reads are exact)."""
-    bufs, vec = {}, True
+    """The operands' bindings and placement words; -> (bindings, whether vec4 reads are exact:
+    head dims and every operand's placement multiples of 4)."""
+    bufs, vec = {}, q.shape[-1] % 4 == 0 and v.shape[-1] % 4 == 0
     for name, role, t in (("q", "Q", q), ("k", "K", k), ("v", "V", v), ("dout", "DO", do)):
         if t is None:
             continue
@@ -255,7 +256,7 @@ class _Plan:
         D, DV = q.shape[-1], v.shape[-1]
         c = tiles(kind, -(-D // 4), -(-DV // 4), d.adapter.limits, tile, cols)
         self.consts = dict(c, HAS_MASK=int(mask is not None), CAUSAL=int(causal),
-                           VEC=int(vec and D % 4 == 0 and DV % 4 == 0))
+                           VEC=int(vec))
         items = B * -(-rows // (4 * c["NRG"]))
         self.grid = d.grid_wg(items)
         per_group = -(-items // (self.grid[0] * self.grid[1]))
@@ -320,7 +321,6 @@ def backward(d, do, q, k, v, out, lse, mask, causal, scale, B, TQ, TK, budget, t
     pb = {"dout": bufs["dout"], "out_in": _result(d, w, "OUT", out)}
     pb["lse_in"], _ = _bind(d, lse)
     pb["ld"], _ = _bind(d, ld)
-    vec = vec and D % 4 == 0 and DV % 4 == 0
     d.launch(_FILE, "attn_bwd_prep", q.dtype, {"VEC": int(vec), "PREP_LANES": PREP_LANES}, w, pb,
              d.grid_wg(-(-B * TQ * PREP_LANES // WG)))
     bufs["ld"] = pb["ld"]
