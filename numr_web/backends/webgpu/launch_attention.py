@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ...errors import BackendLimitError, BackendUnavailableError
 from ...dtypes import float32
-from ...shapes import matrices_layout
+from ...shapes import disjoint_alike, matrices_layout
 from .contract import ATTENTION, ATTN_MAX_D, MAXD, WG, f32_word
 from .views import GPUArray, coalesce, dense_strides
 
@@ -360,17 +360,9 @@ def in_place(d, q, k, v):
     projection): split's backward then joins them without a copy (Backend.joined). None
     otherwise."""
     ts = (q, k, v)
-    if not (q.storage is k.storage is v.storage) or not q.shape == k.shape == v.shape:
-        return None
-    words = {placement(t) for t in ts}
-    if len(words) != 1 or None in words:
-        return None
-    l0, l1, lr = words.pop()
-    width = (_hn(q) - 1) * l1 + q.shape[-1]          # a row's elements, over the heads
-    if lr <= 0 or l0 % lr or l1 < 0:
-        return None
-    starts = sorted(t.offset % lr for t in ts)       # each view's rows at these residues mod lr
-    if starts[-1] + width > lr or any(b - a < width for a, b in zip(starts, starts[1:])):
+    if not (q.storage is k.storage is v.storage) or not q.shape == k.shape == v.shape or \
+            not q.strides == k.strides == v.strides or placement(q) is None or \
+            not disjoint_alike(q.shape, q.strides, [t.offset for t in ts]):
         return None
     lo = min(t.offset for t in ts)
     g = d.alloc((max(t.offset + t.span() for t in ts) - lo,), q.dtype)
